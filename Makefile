@@ -1,0 +1,117 @@
+# lockwarden: a Kubernetes operator that gives pods distributed locks as Kubernetes objects.
+# `make help` lists the targets.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Built binaries (Kubernetes, etcd, kwok) live outside the repository so that clones share them.
+export LOCKWARDEN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lockwarden
+CONTROLLER_GEN := go tool controller-gen
+IMG ?= ghcr.io/lockwarden/lockwarden:latest
+CONTAINER_TOOL ?= docker
+GO_TEST_FLAGS ?= -count=1 -timeout 20m
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Quick start
+
+.PHONY: demo
+demo: ## Start the local cluster, run the manager, apply the samples and show them.
+	hack/demo.sh
+
+.PHONY: run-local
+run-local: ## Start the local cluster, install the CRDs and run the manager against it.
+	hack/run-local.sh
+
+##@ Development
+
+.PHONY: manifests
+manifests: ## Generate the CRDs and RBAC from the Go types and markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: ## Generate the DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet, including the build-tagged e2e suite.
+	go vet ./...
+	go vet -tags e2e ./test/e2e/...
+
+.PHONY: verify
+verify: ## Regenerate everything and fail if the tree changed (generated files, gofmt, go.mod).
+	hack/verify.sh
+
+.PHONY: test
+test: verify vet test-unit test-e2e ## Run every suite: verification, unit and envtest suites, e2e on the local cluster.
+
+.PHONY: test-unit
+test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster when set).
+	hack/test-e2e.sh
+
+##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build kube-apiserver, controller-manager, scheduler, kubectl, etcd and kwok into the cache.
+	hack/k8s-binaries.sh all
+
+.PHONY: envtest
+envtest: ## Print the envtest asset directory (KUBEBUILDER_ASSETS), building it if needed.
+	@hack/k8s-binaries.sh envtest-dir
+
+.PHONY: cluster
+cluster: ## Start the local cluster and print its kubeconfig path.
+	@hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster.
+	hack/local-cluster.sh down
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager binary into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
+
+.PHONY: run
+run: ## Run the manager against the cluster in KUBECONFIG.
+	go run ./cmd/manager
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image.
+	$(CONTAINER_TOOL) push $(IMG)
+
+##@ Deployment
+
+.PHONY: install
+install: ## Install the CRDs into the cluster in KUBECONFIG.
+	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs (and with them every lock object) from the cluster in KUBECONFIG.
+	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: ## Deploy the controller with kustomize to the cluster in KUBECONFIG.
+	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" apply --server-side -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove the controller deployed with make deploy.
+	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" delete --ignore-not-found -k config/default

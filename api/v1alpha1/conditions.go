@@ -1,0 +1,77 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types. Reasons are grouped below by the condition they explain; an event emitted on
+// a transition uses the condition's reason as its own.
+const (
+	// ConditionReady is True when the object can do its job: a LockBackend answers its probe, a
+	// DistributedLock's backend is usable, a LockClaim can be (or is) granted.
+	ConditionReady = "Ready"
+
+	// ConditionAcquired, on a LockClaim, is True exactly while the claim holds its lock.
+	ConditionAcquired = "Acquired"
+
+	// ConditionBackendReady, on a DistributedLock, is True while its LockBackend exists, admits
+	// the lock's namespace and answers its probe.
+	ConditionBackendReady = "BackendReady"
+)
+
+// Reasons for a LockClaim's Acquired and Ready conditions.
+const (
+	// ReasonAcquired: the backend holds the lock for this claim and a fencing token was issued.
+	ReasonAcquired = "Acquired"
+	// ReasonQueued: another claim is ahead of this one in the lock's queue.
+	ReasonQueued = "Queued"
+	// ReasonContended: the claim is at the head of the queue but a client outside lockwarden
+	// holds the key on the backend.
+	ReasonContended = "Contended"
+	// ReasonBackendUnavailable: the backend cannot be reached or refused the request.
+	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonLockNotFound: the DistributedLock named by spec.lockName does not exist.
+	ReasonLockNotFound = "LockNotFound"
+	// ReasonPodNotFound: the pod named by spec.holder.podName does not exist.
+	ReasonPodNotFound = "PodNotFound"
+	// ReasonHolderTerminated: the holder pod is gone, replaced or finished, so the lock was
+	// released.
+	ReasonHolderTerminated = "HolderTerminated"
+	// ReasonClaimDeleted: the claim is being deleted and the lock was released.
+	ReasonClaimDeleted = "ClaimDeleted"
+	// ReasonRenewFailed: a renewal found the lock expired or owned by someone else.
+	ReasonRenewFailed = "RenewFailed"
+	// ReasonWaitTimedOut: spec.waitTimeoutSeconds passed before the lock was granted.
+	ReasonWaitTimedOut = "WaitTimedOut"
+)
+
+// Reasons for a LockBackend's Ready condition and a DistributedLock's BackendReady and Ready
+// conditions.
+const (
+	// ReasonBackendReachable: the last probe connected, authenticated and wrote.
+	ReasonBackendReachable = "BackendReachable"
+	// ReasonBackendUnreachable: the last probe failed; the message carries the error.
+	ReasonBackendUnreachable = "BackendUnreachable"
+	// ReasonSecretNotFound: a Secret the backend names is missing, lacks the key, or lies outside
+	// the controller's Secret namespace.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonBackendRecovered: the backend answers again after a failure (event reason).
+	ReasonBackendRecovered = "BackendRecovered"
+	// ReasonBackendNotFound: the DistributedLock names a LockBackend that does not exist.
+	ReasonBackendNotFound = "BackendNotFound"
+	// ReasonNamespaceNotAllowed: the backend's namespaceSelector does not admit the lock's
+	// namespace.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+)

@@ -1,0 +1,166 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackendReference names a LockBackend.
+type BackendReference struct {
+	// name of the LockBackend. kubernetes is the built-in backend that keeps lock state in the
+	// Kubernetes API.
+	// +optional
+	// +kubebuilder:default=kubernetes
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+}
+
+// DistributedLockSpec describes one named lock.
+// +kubebuilder:validation:XValidation:rule="has(self.key) == has(oldSelf.key)",message="key is immutable; create a new DistributedLock to use another key"
+type DistributedLockSpec struct {
+	// backendRef names the LockBackend that holds this lock; the built-in kubernetes backend when
+	// omitted. Immutable: a lock cannot move between stores while it may be held.
+	// +optional
+	// +kubebuilder:default={name: "kubernetes"}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="backendRef is immutable; create a new DistributedLock to use another backend"
+	BackendRef BackendReference `json:"backendRef,omitempty"`
+
+	// key is the lock's key on the backend; lockwarden/<namespace>/<name> when omitted. Other
+	// clients of the backend that take the same key with the backend's standard protocol are
+	// excluded too. Immutable.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[!-~]+$')`,message="key must be printable ASCII without spaces"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="key is immutable; create a new DistributedLock to use another key"
+	Key string `json:"key,omitempty"`
+
+	// leaseDurationSeconds is the lock's time to live on the backend. The controller renews every
+	// third of it while the holder lives; a holder whose renewals stop loses the lock after it.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=3600
+	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+}
+
+// LockHolder describes the current holder of a lock.
+type LockHolder struct {
+	// claim is the name of the LockClaim that holds the lock.
+	// +required
+	Claim string `json:"claim"`
+
+	// identity is the holder identity on the backend (the pod's UID, or the claim's for a
+	// detached claim, unless the claim sets one).
+	// +required
+	Identity string `json:"identity"`
+
+	// fencingToken is the token issued at this grant.
+	// +required
+	FencingToken int64 `json:"fencingToken"`
+
+	// acquireTime is when the lock was granted.
+	// +required
+	AcquireTime metav1.MicroTime `json:"acquireTime"`
+
+	// expireTime is when the lock expires on the backend unless renewed.
+	// +optional
+	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
+}
+
+// DistributedLockStatus is the observed state of a DistributedLock.
+type DistributedLockStatus struct {
+	// holder is the current holder; absent while the lock is free.
+	// +optional
+	Holder *LockHolder `json:"holder,omitempty"`
+
+	// fencingToken is the last token issued for this lock. Tokens strictly increase across
+	// holders, controller restarts and re-creation of the lock; the resource a lock protects
+	// should reject writes carrying a token lower than one it has seen.
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// waiting is the number of claims queued for the lock.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+
+	// conditions: BackendReady reports whether the backend can be used; Ready summarises.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec that the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// DistributedLock is one named lock on a backend. Pods ask for it with LockClaims; the controller
+// grants them one at a time in FIFO order and issues a fencing token at each grant.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dlock,categories=locks
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.backendRef.name`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder.claim`
+// +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
+// +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waiting`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DistributedLock struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the lock.
+	// +optional
+	// +kubebuilder:default={}
+	Spec DistributedLockSpec `json:"spec,omitempty"`
+
+	// status is the observed state.
+	// +optional
+	Status DistributedLockStatus `json:"status,omitempty"`
+}
+
+// BackendKey is the key under which this lock is kept on its backend.
+func (l *DistributedLock) BackendKey() string {
+	if l.Spec.Key != "" {
+		return l.Spec.Key
+	}
+	return "lockwarden/" + l.Namespace + "/" + l.Name
+}
+
+// BackendName is the name of the LockBackend that holds this lock.
+func (l *DistributedLock) BackendName() string {
+	if l.Spec.BackendRef.Name != "" {
+		return l.Spec.BackendRef.Name
+	}
+	return BuiltinBackendName
+}
+
+// DistributedLockList is a list of DistributedLocks.
+// +kubebuilder:object:root=true
+type DistributedLockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DistributedLock `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DistributedLock{}, &DistributedLockList{})
+}

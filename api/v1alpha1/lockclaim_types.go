@@ -1,0 +1,171 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClaimHolder says on whose behalf a lock is held.
+type ClaimHolder struct {
+	// podName is the pod, in the claim's namespace, that holds the lock. The controller releases
+	// the lock as soon as that pod is gone, replaced (another UID) or finished. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="podName must be a pod name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.podName is immutable; create a new LockClaim for another pod"
+	PodName string `json:"podName,omitempty"`
+
+	// identity is the holder's identity on the backend; the pod's UID by default, else the
+	// claim's UID. Claims on one lock with the same identity share the hold (reentrancy): they get
+	// the same fencing token and the lock is released when the last of them goes. Immutable.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[!-~]+$')`,message="identity must be printable ASCII without spaces"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.identity is immutable; create a new LockClaim instead"
+	Identity string `json:"identity,omitempty"`
+}
+
+// LockClaimSpec asks for a lock.
+// +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.podName)) == (has(oldSelf.holder) && has(oldSelf.holder.podName))",message="holder.podName is immutable; create a new LockClaim for another pod"
+// +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.identity)) == (has(oldSelf.holder) && has(oldSelf.holder.identity))",message="holder.identity is immutable; create a new LockClaim instead"
+type LockClaimSpec struct {
+	// lockName is the DistributedLock, in the claim's namespace, that this claim asks for.
+	// Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="lockName must be the name of a DistributedLock: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="lockName is immutable; create a new LockClaim for another lock"
+	LockName string `json:"lockName"`
+
+	// holder says on whose behalf the lock is held. Without a podName the claim is detached: it
+	// holds the lock until it is deleted.
+	// +optional
+	Holder *ClaimHolder `json:"holder,omitempty"`
+
+	// waitTimeoutSeconds bounds how long the claim waits for the lock before it gives up with
+	// phase TimedOut; 0 tries once. Absent means wait forever.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WaitTimeoutSeconds *int32 `json:"waitTimeoutSeconds,omitempty"`
+}
+
+// ClaimPhase is a one-word summary of a claim for humans and columns. Programs should read the
+// conditions.
+// +kubebuilder:validation:Enum=Pending;Held;Released;Lost;TimedOut;Failed
+type ClaimPhase string
+
+// The claim phases. Held is the only phase in which the claim holds the lock; Released, Lost,
+// TimedOut and Failed are final.
+const (
+	ClaimPending  ClaimPhase = "Pending"
+	ClaimHeld     ClaimPhase = "Held"
+	ClaimReleased ClaimPhase = "Released"
+	ClaimLost     ClaimPhase = "Lost"
+	ClaimTimedOut ClaimPhase = "TimedOut"
+	ClaimFailed   ClaimPhase = "Failed"
+)
+
+// LockClaimStatus is the observed state of a LockClaim.
+type LockClaimStatus struct {
+	// phase summarises the claim.
+	// +optional
+	Phase ClaimPhase `json:"phase,omitempty"`
+
+	// conditions: Acquired is True exactly while the claim holds the lock
+	// (kubectl wait --for=condition=Acquired); Ready is False when the claim cannot proceed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// holderIdentity is the identity under which the lock is (or was) held on the backend.
+	// +optional
+	HolderIdentity string `json:"holderIdentity,omitempty"`
+
+	// fencingToken is the token issued when this claim was granted. Pass it to the resource the
+	// lock protects.
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// acquireTime is when the lock was granted to this claim.
+	// +optional
+	AcquireTime *metav1.MicroTime `json:"acquireTime,omitempty"`
+
+	// renewTime is when the lock was last renewed for this claim.
+	// +optional
+	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
+
+	// expireTime is when the lock expires on the backend unless renewed.
+	// +optional
+	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
+
+	// leaseDurationSeconds is the lease duration in force at the grant.
+	// +optional
+	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+
+	// queuePosition is the claim's place in the lock's queue while it waits; 1 is next.
+	// +optional
+	QueuePosition int32 `json:"queuePosition,omitempty"`
+
+	// releaseTime is when the claim stopped holding the lock.
+	// +optional
+	ReleaseTime *metav1.MicroTime `json:"releaseTime,omitempty"`
+
+	// observedGeneration is the generation of the spec that the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LockClaim asks for a DistributedLock on behalf of a pod (or of itself, when detached). Claims
+// on one lock are granted one at a time in the order they were created.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lclaim,categories=locks
+// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.spec.lockName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
+// +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expireTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LockClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec asks for a lock.
+	// +required
+	Spec LockClaimSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status LockClaimStatus `json:"status,omitempty"`
+}
+
+// LockClaimList is a list of LockClaims.
+// +kubebuilder:object:root=true
+type LockClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LockClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LockClaim{}, &LockClaimList{})
+}

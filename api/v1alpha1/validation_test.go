@@ -1,0 +1,380 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"errors"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// manifest turns YAML, written as a user would, into an object in namespace ns (cluster-scoped
+// kinds ignore it). A name is generated when the YAML has none.
+func manifest(ns, text string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	Expect(yaml.Unmarshal([]byte(text), &obj.Object)).To(Succeed())
+	if obj.GetKind() != "LockBackend" {
+		obj.SetNamespace(ns)
+	}
+	if obj.GetName() == "" {
+		obj.SetGenerateName("v-")
+	}
+	return obj
+}
+
+// causes lists an Invalid error's field errors as "<field>: <message>", the way kubectl shows
+// them. It fails the test if err is not an Invalid error from the API server.
+func causes(err error) []string {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred(), "the API server accepted an invalid object")
+	var status apierrors.APIStatus
+	Expect(errors.As(err, &status)).To(BeTrue(), "not an API error: %v", err)
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got: %v", err)
+	var out []string
+	for _, c := range status.Status().Details.Causes {
+		out = append(out, fmt.Sprintf("%s: %s", c.Field, c.Message))
+	}
+	return out
+}
+
+const (
+	hostPortMessage = "must be host:port with a port from 1 to 65535, e.g. redis.infra.svc:6379, 10.0.0.7:6379 or [fd00::7]:6379"
+	lockNameMessage = "lockName must be the name of a DistributedLock: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+)
+
+var _ = Describe("Objects the API server refuses on create", func() {
+	DescribeTable("each broken rule gets a message that says what to fix",
+		func(text string, want ...string) {
+			ns := newNamespace()
+			err := k8sClient.Create(ctx, manifest(ns, text))
+			Expect(causes(err)).To(ConsistOf(want))
+		},
+
+		// LockClaim
+		Entry("a claim without lockName", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  holder: {podName: web-0}
+`, `spec.lockName: Required value`),
+		Entry("a claim whose lockName is not an object name", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: Nightly_Migration
+`, `spec.lockName: Invalid value: "string": `+lockNameMessage),
+		Entry("a claim whose podName is not a pod name", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {podName: "web 0"}
+`, `spec.holder.podName: Invalid value: "string": podName must be a pod name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`),
+		Entry("a claim with a negative wait timeout", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  waitTimeoutSeconds: -1
+`, `spec.waitTimeoutSeconds: Invalid value: -1: spec.waitTimeoutSeconds in body should be greater than or equal to 0`),
+
+		// DistributedLock
+		Entry("a lease shorter than 5 seconds", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  leaseDurationSeconds: 4
+`, `spec.leaseDurationSeconds: Invalid value: 4: spec.leaseDurationSeconds in body should be greater than or equal to 5`),
+		Entry("a lease longer than an hour", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  leaseDurationSeconds: 3601
+`, `spec.leaseDurationSeconds: Invalid value: 3601: spec.leaseDurationSeconds in body should be less than or equal to 3600`),
+		Entry("a key with a space", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  key: "jobs nightly"
+`, `spec.key: Invalid value: "string": key must be printable ASCII without spaces`),
+
+		// LockBackend: type and union
+		Entry("an unknown backend type", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Consul
+`, `spec.type: Unsupported value: "Consul": supported values: "Kubernetes", "Redis", "Redlock", "Etcd", "ZooKeeper", "SQL"`),
+		Entry("type Redis with the etcd member instead of redis", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  etcd: {endpoints: ["etcd:2379"]}
+`, `spec: Invalid value: "object": spec.redis must be set when type is Redis and only then`,
+			`spec: Invalid value: "object": spec.etcd must be set when type is Etcd and only then`),
+		Entry("type Kubernetes with a redis member", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Kubernetes
+  redis: {address: "redis:6379"}
+`, `spec: Invalid value: "object": spec.redis must be set when type is Redis and only then`),
+		Entry("type SQL without its member", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: SQL
+`, `spec: Invalid value: "object": spec.sql must be set when type is SQL and only then`),
+		Entry("the reserved name kubernetes with another type", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+metadata: {name: kubernetes}
+spec:
+  type: Redis
+  redis: {address: "redis:6379"}
+`, `<nil>: Invalid value: "object": the name kubernetes is reserved for the built-in backend and may only have type Kubernetes`),
+
+		// LockBackend: Redlock node counts
+		Entry("redlock with one node", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redlock
+  redlock: {addresses: ["r0:6379"]}
+`, `spec.redlock.addresses: Invalid value: "array": redlock needs at least 3 independent Redis nodes; use type Redis for a single server`),
+		Entry("redlock with two nodes", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redlock
+  redlock: {addresses: ["r0:6379", "r1:6379"]}
+`, `spec.redlock.addresses: Invalid value: "array": redlock needs at least 3 independent Redis nodes; use type Redis for a single server`,
+			`spec.redlock.addresses: Invalid value: "array": redlock needs an odd number of Redis nodes so that a majority is unambiguous`),
+		Entry("redlock with four nodes", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redlock
+  redlock: {addresses: ["r0:6379", "r1:6379", "r2:6379", "r3:6379"]}
+`, `spec.redlock.addresses: Invalid value: "array": redlock needs an odd number of Redis nodes so that a majority is unambiguous`),
+		Entry("redlock with the same node twice", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redlock
+  redlock: {addresses: ["r0:6379", "r1:6379", "r0:6379"]}
+`, `spec.redlock.addresses[2]: Duplicate value: "r0:6379"`),
+
+		// LockBackend: malformed addresses
+		Entry("a redis address without a port", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis.infra.svc"}
+`, `spec.redis.address: Invalid value: "string": `+hostPortMessage),
+		Entry("a redis address given as a URL", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis://redis:6379"}
+`, `spec.redis.address: Invalid value: "string": `+hostPortMessage),
+		Entry("a redis address with port 0", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis:0"}
+`, `spec.redis.address: Invalid value: "string": `+hostPortMessage),
+		Entry("a redis address with a port above 65535", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis:65536"}
+`, `spec.redis.address: Invalid value: "string": `+hostPortMessage),
+		Entry("an unbracketed IPv6 redis address", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "fd00::7:6379"}
+`, `spec.redis.address: Invalid value: "string": `+hostPortMessage),
+		Entry("a malformed redlock node", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redlock
+  redlock: {addresses: ["r0:6379", "r1", "r2:6379"]}
+`, `spec.redlock.addresses[1]: Invalid value: "string": `+hostPortMessage),
+		Entry("an etcd endpoint with another scheme", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Etcd
+  etcd: {endpoints: ["unix://etcd:2379"]}
+`, `spec.etcd.endpoints[0]: Invalid value: "string": must be an etcd client URL such as https://etcd-0.etcd:2379 or a host:port with a port from 1 to 65535`),
+		Entry("etcd without endpoints", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Etcd
+  etcd: {endpoints: []}
+`, `spec.etcd.endpoints: Invalid value: 0: spec.etcd.endpoints in body should have at least 1 items`),
+		Entry("a malformed zookeeper server", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: ZooKeeper
+  zookeeper: {servers: ["zk-0:2181", "zk-1:two"]}
+`, `spec.zookeeper.servers[1]: Invalid value: "string": `+hostPortMessage),
+		Entry("a zookeeper session timeout of one second", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: ZooKeeper
+  zookeeper: {servers: ["zk-0:2181"], sessionTimeoutSeconds: 1}
+`, `spec.zookeeper.sessionTimeoutSeconds: Invalid value: 1: spec.zookeeper.sessionTimeoutSeconds in body should be greater than or equal to 2`),
+
+		// LockBackend: SQL and Secrets
+		Entry("an unknown SQL driver", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: SQL
+  sql:
+    driver: sqlite
+    dsnSecretRef: {name: db, namespace: lockwarden-system, key: dsn}
+`, `spec.sql.driver: Unsupported value: "sqlite": supported values: "postgres", "mysql"`),
+		Entry("a SQL table name that is not an identifier", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: SQL
+  sql:
+    driver: postgres
+    table: "locks; drop table users"
+    dsnSecretRef: {name: db, namespace: lockwarden-system, key: dsn}
+`, `spec.sql.table: Invalid value: "string": table must be a plain SQL identifier: letters, digits and underscores, not starting with a digit`),
+		Entry("a Secret reference without a namespace", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: SQL
+  sql:
+    driver: mysql
+    dsnSecretRef: {name: db, key: dsn}
+`, `spec.sql.dsnSecretRef.namespace: Required value`),
+	)
+})
+
+var _ = Describe("Changes the API server refuses on update", func() {
+	// update creates the object from text, applies change to it and returns the update's error.
+	update := func(text string, change func(obj *unstructured.Unstructured)) error {
+		obj := manifest(newNamespace(), text)
+		Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, obj) })
+		change(obj)
+		return k8sClient.Update(ctx, obj)
+	}
+	set := func(value any, path ...string) func(*unstructured.Unstructured) {
+		return func(obj *unstructured.Unstructured) {
+			Expect(unstructured.SetNestedField(obj.Object, value, path...)).To(Succeed())
+		}
+	}
+	remove := func(path ...string) func(*unstructured.Unstructured) {
+		return func(obj *unstructured.Unstructured) { unstructured.RemoveNestedField(obj.Object, path...) }
+	}
+
+	const claim = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {podName: web-0, identity: web-0-uid}
+`
+	const detachedClaim = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+`
+	const lock = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  key: jobs/nightly
+`
+	const defaultLock = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+`
+	const backend = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis:6379"}
+`
+	const (
+		lockNameImmutable = `spec.lockName: Invalid value: "string": lockName is immutable; create a new LockClaim for another lock`
+		podNameImmutable  = "holder.podName is immutable; create a new LockClaim for another pod"
+		identityImmutable = "holder.identity is immutable; create a new LockClaim instead"
+		keyImmutable      = "key is immutable; create a new DistributedLock to use another key"
+		backendImmutable  = `spec.backendRef: Invalid value: "object": backendRef is immutable; create a new DistributedLock to use another backend`
+	)
+
+	DescribeTable("immutable fields stay as created",
+		func(text string, change func(*unstructured.Unstructured), want ...string) {
+			Expect(causes(update(text, change))).To(ConsistOf(want))
+		},
+		Entry("a claim's lockName", claim, set("other", "spec", "lockName"), lockNameImmutable),
+		Entry("a claim's holder pod", claim, set("web-1", "spec", "holder", "podName"),
+			`spec.holder.podName: Invalid value: "string": `+podNameImmutable),
+		Entry("a claim's holder pod removed", claim, remove("spec", "holder", "podName"),
+			`spec: Invalid value: "object": `+podNameImmutable),
+		Entry("a holder pod added to a detached claim", detachedClaim, set("web-0", "spec", "holder", "podName"),
+			`spec: Invalid value: "object": `+podNameImmutable),
+		Entry("a claim's holder identity", claim, set("someone-else", "spec", "holder", "identity"),
+			`spec.holder.identity: Invalid value: "string": `+identityImmutable),
+		Entry("a lock's key", lock, set("jobs/weekly", "spec", "key"),
+			`spec.key: Invalid value: "string": `+keyImmutable),
+		Entry("a key added to a lock created without one", defaultLock, set("jobs/weekly", "spec", "key"),
+			`spec: Invalid value: "object": `+keyImmutable),
+		Entry("a key removed from a lock", lock, remove("spec", "key"),
+			`spec: Invalid value: "object": `+keyImmutable),
+		Entry("a lock's backend", defaultLock, set("redis-main", "spec", "backendRef", "name"), backendImmutable),
+		Entry("a backend's type", backend, func(obj *unstructured.Unstructured) {
+			set("Etcd", "spec", "type")(obj)
+			remove("spec", "redis")(obj)
+			set([]any{"etcd:2379"}, "spec", "etcd", "endpoints")(obj)
+		}, `spec.type: Invalid value: "string": type is immutable; create a new LockBackend instead`),
+	)
+
+	It("allows the fields that may change", func() {
+		Expect(update(claim, set(int64(60), "spec", "waitTimeoutSeconds"))).To(Succeed())
+		Expect(update(lock, set(int64(120), "spec", "leaseDurationSeconds"))).To(Succeed())
+		Expect(update(backend, set("redis-2:6379", "spec", "redis", "address"))).To(Succeed())
+	})
+})

@@ -1,0 +1,151 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs the lockwarden controller. It only wires things together: flags, scheme,
+// the controller-runtime manager with leader election, health and ready probes, and metrics.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// options are the manager's command-line flags.
+type options struct {
+	metricsAddr      string
+	metricsSecure    bool
+	enableHTTP2      bool
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionID string
+	leaderElectionNS string
+	secretNamespace  string
+	zap              zap.Options
+}
+
+func main() {
+	opts := parseFlags(os.Args[1:])
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	if err := run(opts); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) options {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ExitOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080",
+		"Address the metrics endpoint binds to, e.g. :8080; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false,
+		"Serve metrics over HTTPS, authenticated and authorized through the API server.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
+		"Allow HTTP/2 on the metrics server (off by default: CVE-2023-44487 and CVE-2023-39325).")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
+		"Address the /healthz and /readyz probes bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader so that only one replica grants and renews locks.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "lockwarden.locks.lockwarden.io",
+		"Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader election Lease; defaults to --secret-namespace.")
+	fs.StringVar(&o.secretNamespace, "secret-namespace", defaultNamespace(),
+		"The only namespace in which the controller reads Secrets named by LockBackends; defaults to its own namespace.")
+	o.zap.Development = false
+	o.zap.BindFlags(fs)
+	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag
+	if o.leaderElectionNS == "" {
+		o.leaderElectionNS = o.secretNamespace
+	}
+	return o
+}
+
+// defaultNamespace is the controller's own namespace: POD_NAMESPACE from the downward API,
+// else the service account's namespace file, else lockwarden-system.
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return string(b)
+	}
+	return "lockwarden-system"
+}
+
+func run(o options) error {
+	setupLog := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(locksv1alpha1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("no Kubernetes config (set --kubeconfig or KUBECONFIG, or run in a pod): %w", err)
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if o.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNS,
+		// The process exits right after the manager stops, so giving up the Lease at once lets a
+		// standby replica take over without waiting for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding ready check: %w", err)
+	}
+
+	setupLog.Info("Starting manager", "secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

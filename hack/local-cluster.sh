@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Starts and stops the local containerless cluster: the real kube-apiserver, controller-manager,
+# scheduler and etcd built by hack/k8s-binaries.sh, run as plain processes by kwokctl's binary
+# runtime, with fake nodes on which kwok marks pods Running. No container ever runs.
+#
+# Usage: hack/local-cluster.sh up|down|kubeconfig|status
+#   up          start the cluster (reusing it if it already runs) and print the kubeconfig path
+#   down        stop the cluster and delete its state
+#   kubeconfig  print the kubeconfig path
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE="${LOCKWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockwarden}"
+CLUSTER_NAME="${CLUSTER_NAME:-lockwarden}"
+NODES="${NODES:-3}"
+export KWOK_WORKDIR="${KWOK_WORKDIR:-$CACHE/kwok-workdir}"
+kubeconfig="$KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml"
+
+log() { echo "local-cluster: $*" >&2; }
+
+bin=$("$here/k8s-binaries.sh" bin-dir)
+export PATH="$bin:$PATH"
+
+running() {
+  [[ -f "$kubeconfig" ]] && kubectl --kubeconfig "$kubeconfig" --request-timeout=3s get --raw /readyz >/dev/null 2>&1
+}
+
+up() {
+  if running; then
+    log "cluster $CLUSTER_NAME already running"
+  else
+    local started=$SECONDS
+    # A cluster left over from a killed session has state but no processes: start afresh.
+    kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+    # --kubeconfig points at a throwaway file so that the user's ~/.kube/config is never touched;
+    # the cluster's own kubeconfig is the one we print.
+    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
+      --kubeconfig "$KWOK_WORKDIR/merged-kubeconfig.yaml" \
+      --etcd-binary "$bin/etcd" \
+      --kube-apiserver-binary "$bin/kube-apiserver" \
+      --kube-controller-manager-binary "$bin/kube-controller-manager" \
+      --kube-scheduler-binary "$bin/kube-scheduler" \
+      --kwok-controller-binary "$bin/kwok" \
+      --wait 2m >&2
+    kwokctl scale node --name "$CLUSTER_NAME" --replicas "$NODES" >&2
+    log "cluster $CLUSTER_NAME up with $NODES nodes in $((SECONDS - started)) s"
+  fi
+  echo "$kubeconfig"
+}
+
+down() {
+  kwokctl delete cluster --name "$CLUSTER_NAME" >&2 || true
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  kubeconfig) echo "$kubeconfig" ;;
+  status) if running; then echo running; else echo stopped; exit 1; fi ;;
+  *) echo "usage: $0 up|down|kubeconfig|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Starts the local containerless cluster, installs the CRDs and runs the manager against it in the
+# foreground. Stop it with Ctrl-C; the cluster keeps running until `make cluster-down`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bin=$(hack/k8s-binaries.sh bin-dir)
+kubeconfig=$(hack/local-cluster.sh up)
+export KUBECONFIG="$kubeconfig"
+"$bin/kubectl" apply --server-side -k config/crd >/dev/null
+"$bin/kubectl" wait --for=condition=Established --timeout=60s \
+  crd/lockbackends.locks.lockwarden.io crd/distributedlocks.locks.lockwarden.io crd/lockclaims.locks.lockwarden.io >/dev/null
+"$bin/kubectl" create namespace lockwarden-system --dry-run=client -o yaml | "$bin/kubectl" apply -f - >/dev/null
+
+cat <<MSG
+
+The local cluster is up and the lockwarden CRDs are installed. In another shell:
+
+  export KUBECONFIG=$kubeconfig PATH=$bin:\$PATH
+  kubectl apply -f config/samples/
+  kubectl get locks -A
+
+Starting the manager (Ctrl-C stops it; make cluster-down stops the cluster).
+
+MSG
+exec go run ./cmd/manager --kubeconfig "$kubeconfig" --secret-namespace lockwarden-system \
+  --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081

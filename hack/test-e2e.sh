@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the e2e suite (test/e2e). Without KUBECONFIG_E2E it starts a local containerless cluster of
+# its own (named lockwarden-e2e, so that a cluster from `make cluster` is left alone) and stops it
+# afterwards; with KUBECONFIG_E2E it runs against that cluster (kind, or any other).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bin=$(hack/k8s-binaries.sh bin-dir)
+export PATH="$bin:$PATH" # the kubectl matching the control plane
+
+if [[ -n "${KUBECONFIG_E2E:-}" ]]; then
+  export KUBECONFIG="$KUBECONFIG_E2E"
+else
+  export CLUSTER_NAME=lockwarden-e2e
+  trap 'hack/local-cluster.sh down' EXIT
+  KUBECONFIG=$(hack/local-cluster.sh up)
+  export KUBECONFIG
+fi
+
+go test -tags e2e -count=1 -timeout 20m ./test/e2e/ -ginkgo.v ${E2E_ARGS:-}

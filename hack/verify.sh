@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Regenerates every generated file and fails if that changed the tree, so that hand edits to
+# generated files and forgotten `make manifests generate` runs never land. Also checks gofmt and
+# go.mod/go.sum tidiness.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+generated=(api config/crd config/rbac)
+fingerprint() { find "${generated[@]}" -type f -print0 | sort -z | xargs -0 sha256sum; }
+
+before=$(fingerprint)
+make --no-print-directory manifests generate >/dev/null
+after=$(fingerprint)
+failed=0
+if [[ "$before" != "$after" ]]; then
+  echo "verify: generated files were out of date (now regenerated; review and commit them):" >&2
+  diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
+  failed=1
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))
+if [[ -n "$unformatted" ]]; then
+  echo "verify: gofmt would change (run make fmt):" >&2
+  echo "$unformatted" | sed 's/^/  /' >&2
+  failed=1
+fi
+
+if ! go mod tidy -diff >/dev/null 2>&1; then
+  echo "verify: go.mod/go.sum are not tidy (run go mod tidy):" >&2
+  go mod tidy -diff >&2 || true
+  failed=1
+fi
+
+if [[ $failed -eq 0 ]]; then echo "verify: generated files, formatting and go.mod are up to date"; fi
+exit $failed
