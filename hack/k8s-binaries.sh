@@ -63,7 +63,7 @@ build_k8s() {
     done
     local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) c pkgs=()
     for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-    go get "${pkgs[@]/%/@$K8S_VERSION}"
+    go get "${pkgs[@]/%/@$K8S_VERSION}" 2>"$work/go-get.log" || { cat "$work/go-get.log" >&2; exit 1; }
     local x="" pkg
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
@@ -83,7 +83,7 @@ build_etcd() {
   scratch_module "$work/src"
   (
     cd "$work/src"
-    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" 2>/dev/null
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" 2>"$work/go-get.log" || { cat "$work/go-get.log" >&2; exit 1; }
     mkdir -p "$work/out"
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" go.etcd.io/etcd/server/v3
   )

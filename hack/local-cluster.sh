@@ -32,6 +32,8 @@ up() {
     local started=$SECONDS
     # A cluster left over from a killed session has state but no processes: start afresh.
     kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+    mkdir -p "$KWOK_WORKDIR"
+    local log="$KWOK_WORKDIR/$CLUSTER_NAME-create.log"
     # --kubeconfig points at a throwaway file so that the user's ~/.kube/config is never touched;
     # the cluster's own kubeconfig is the one we print.
     kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
@@ -41,15 +43,17 @@ up() {
       --kube-controller-manager-binary "$bin/kube-controller-manager" \
       --kube-scheduler-binary "$bin/kube-scheduler" \
       --kwok-controller-binary "$bin/kwok" \
-      --wait 2m >&2
-    kwokctl scale node --name "$CLUSTER_NAME" --replicas "$NODES" >&2
+      --wait 2m >"$log" 2>&1 &&
+      kwokctl scale node --name "$CLUSTER_NAME" --replicas "$NODES" >>"$log" 2>&1 ||
+      { log "starting cluster $CLUSTER_NAME failed; kwokctl said:"; cat "$log" >&2; exit 1; }
     log "cluster $CLUSTER_NAME up with $NODES nodes in $((SECONDS - started)) s"
   fi
   echo "$kubeconfig"
 }
 
 down() {
-  kwokctl delete cluster --name "$CLUSTER_NAME" >&2 || true
+  kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+  log "cluster $CLUSTER_NAME stopped"
 }
 
 case "${1:-}" in

@@ -17,4 +17,4 @@ else
   export KUBECONFIG
 fi
 
-go test -tags e2e -count=1 -timeout 20m ./test/e2e/ -ginkgo.v ${E2E_ARGS:-}
+go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/ -ginkgo.v -ginkgo.no-color ${E2E_ARGS:-}

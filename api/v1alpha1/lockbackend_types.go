@@ -41,13 +41,11 @@ const (
 
 // HostPort is a network address in the form host:port, where host is a DNS name, an IPv4
 // address or a bracketed IPv6 address, and port is 1..65535.
-// +kubebuilder:validation:MinLength=3
 // +kubebuilder:validation:MaxLength=261
 // +kubebuilder:validation:XValidation:rule=`self.matches(r'^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):[0-9]{1,5}$') && int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535`,message="must be host:port with a port from 1 to 65535, e.g. redis.infra.svc:6379, 10.0.0.7:6379 or [fd00::7]:6379"
 type HostPort string
 
 // EtcdEndpoint is an etcd client URL (http:// or https://) or a bare host:port.
-// +kubebuilder:validation:MinLength=3
 // +kubebuilder:validation:MaxLength=269
 // +kubebuilder:validation:XValidation:rule=`self.matches(r'^(https?://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):[0-9]{1,5}$') && int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535`,message="must be an etcd client URL such as https://etcd-0.etcd:2379 or a host:port with a port from 1 to 65535"
 type EtcdEndpoint string

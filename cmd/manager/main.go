@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -78,7 +79,7 @@ func parseFlags(args []string) options {
 		"Namespace of the leader election Lease; defaults to --secret-namespace.")
 	fs.StringVar(&o.secretNamespace, "secret-namespace", defaultNamespace(),
 		"The only namespace in which the controller reads Secrets named by LockBackends; defaults to its own namespace.")
-	o.zap.Development = false
+	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag
 	if o.leaderElectionNS == "" {

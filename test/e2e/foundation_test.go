@@ -93,7 +93,7 @@ var _ = Describe("The lockwarden API on a real cluster", func() {
 		out := kubectl("get", "locks", "-A")
 		// One table per kind, each with the columns that answer a user's first question.
 		for _, header := range [][]string{
-			{"NAME", "TYPE", "READY", "AGE"},
+			{"NAMESPACE", "NAME", "TYPE", "READY", "AGE"},
 			{"NAMESPACE", "NAME", "BACKEND", "HOLDER", "TOKEN", "WAITING", "READY", "AGE"},
 			{"NAMESPACE", "NAME", "LOCK", "PHASE", "HOLDER", "TOKEN", "EXPIRES", "AGE"},
 		} {
