@@ -1,0 +1,115 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package backends defines what a lock store must do for lockwarden: the Backend interface, the
+// Lease it hands out, and the sentinel errors callers branch on. One package per store
+// (kubernetes, redis, redlock, etcd, zookeeper, sql) implements it; only that package imports the
+// store's driver, and controllers see nothing but this interface.
+//
+// A Backend value is one session of the controller with one store. Locks are held by identity
+// (an opaque string, normally the holder pod's UID), not by session: a controller that restarts
+// and opens a new session resumes the locks its predecessor held for the same identities by
+// calling TryAcquire or Renew again, as long as they have not expired.
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them (with %w or a typed error whose Unwrap returns them) so
+// that callers can use errors.Is.
+var (
+	// ErrLocked: the key is held by another identity.
+	ErrLocked = errors.New("lock is held by another holder")
+	// ErrNotHeld: the key is not held by the given identity (it is free, expired, or someone
+	// else's).
+	ErrNotHeld = errors.New("lock is not held by this holder")
+)
+
+// Lease is a lock held on a backend, as that backend last confirmed it.
+type Lease struct {
+	// Key is the lock's key on the backend.
+	Key string
+	// Identity is the holder identity the backend stores as owner.
+	Identity string
+	// TTL is the time to live requested at the last acquire or renewal.
+	TTL time.Duration
+	// AcquireTime is when the current hold began, as far as the backend knows.
+	AcquireTime time.Time
+	// ExpireTime is when the lock expires on the backend unless renewed. It is computed by the
+	// backend from its own notion of time where it has one (a SQL database's clock), else from the
+	// session's clock, and is a best estimate: holders must still use fencing tokens.
+	ExpireTime time.Time
+	// Version is an opaque backend value that lets Renew and Release check they act on the hold
+	// they were given (e.g. a resourceVersion or a create revision). Empty when not applicable.
+	Version string
+}
+
+// Backend is one session with a lock store. Every call takes a context and returns quickly: calls
+// carry per-call timeouts far below any lock's TTL, and none of them waits for a lock to become
+// free. Implementations must be safe for concurrent use.
+type Backend interface {
+	// TryAcquire takes key for identity with the given TTL, once. If identity already holds key
+	// it refreshes the hold and returns it (reentrancy and resumption after a restart). If another
+	// identity holds an unexpired lock it returns an error wrapping ErrLocked, usually a
+	// *LockedError that says who holds it and until when.
+	TryAcquire(ctx context.Context, key, identity string, ttl time.Duration) (Lease, error)
+
+	// Renew extends every lease in one batch, in a number of round trips that does not grow with
+	// len(leases). Leases the backend no longer holds for their identity come back in lost; the
+	// rest in renewed, with new expiry times. err is set only when the backend could not be asked
+	// at all, in which case renewed and lost are both empty and nothing is known.
+	Renew(ctx context.Context, leases []Lease, ttl time.Duration) (renewed, lost []Lease, err error)
+
+	// Release frees the lock if lease.Identity still holds it. A lock that is free or expired
+	// counts as released (nil). A lock now held by another identity is never touched; the result
+	// wraps ErrNotHeld.
+	Release(ctx context.Context, lease Lease) error
+
+	// Inspect reports who holds key. A free or expired lock gives an error wrapping ErrNotHeld.
+	Inspect(ctx context.Context, key string) (Lease, error)
+
+	// Ping checks that the store is reachable, that the session is authenticated and that it can
+	// write. Its error message is shown to users in the LockBackend's Ready condition, so it must
+	// say what is wrong without revealing secrets.
+	Ping(ctx context.Context) error
+
+	// Close ends the session. Locks it held expire by TTL unless another session resumes them.
+	Close(ctx context.Context) error
+}
+
+// LockedError says who holds a lock that could not be taken.
+type LockedError struct {
+	// Key is the contended key.
+	Key string
+	// Holder is the identity that holds it, when the backend can tell.
+	Holder string
+	// ExpireTime is when the holder's lease expires unless renewed; zero when unknown.
+	ExpireTime time.Time
+}
+
+func (e *LockedError) Error() string {
+	if e.Holder == "" {
+		return fmt.Sprintf("lock %q is held by another holder", e.Key)
+	}
+	return fmt.Sprintf("lock %q is held by %q", e.Key, e.Holder)
+}
+
+// Unwrap makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Unwrap() error { return ErrLocked }
