@@ -62,6 +62,10 @@ test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).
 test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster when set).
 	hack/test-e2e.sh
 
+.PHONY: bench
+bench: ## Benchmark grant and handoff latency and hot-lock throughput on a local cluster (prints figures).
+	hack/bench.sh $(BENCH_ARGS)
+
 ##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)
 
 .PHONY: k8s-binaries

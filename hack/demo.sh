@@ -1,46 +1,37 @@
 #!/usr/bin/env bash
-# A self-contained tour on the local containerless cluster: start it, install the CRDs, run the
-# manager, apply the samples, show them and a refused object, then stop everything it started.
+# The main job on the local containerless cluster: start it, install the CRDs, run the manager,
+# then let a Deployment's pods take turns holding one lock (hack/demo). Stops everything it started.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bin=$(hack/k8s-binaries.sh bin-dir)
 export PATH="$bin:$PATH" CLUSTER_NAME=lockwarden-demo
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
 
-say "Starting a local cluster: real kube-apiserver, scheduler and controller-manager, kwok nodes"
+say "Starting a local cluster: real kube-apiserver, scheduler and controller-manager; kwok fake nodes"
 KUBECONFIG=$(hack/local-cluster.sh up)
 export KUBECONFIG
 manager_pid=""
+workdir=$(mktemp -d -t lockwarden-demo.XXXXXX)
 cleanup() {
   if [[ -n "$manager_pid" ]]; then kill "$manager_pid" 2>/dev/null && wait "$manager_pid" 2>/dev/null || true; fi
   hack/local-cluster.sh down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-run kubectl get nodes
+kubectl get nodes
 
-say "Installing the lockwarden CRDs"
-kubectl apply --server-side -k config/crd
+say "Installing the lockwarden CRDs and starting the manager (log: $workdir/manager.log)"
+kubectl apply --server-side -k config/crd >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
-
-say "Starting the manager"
-log=$(mktemp -t lockwarden-demo-manager.XXXXXX.log)
-go build -o "$(dirname "$log")/lockwarden-demo-manager" ./cmd/manager
-"$(dirname "$log")/lockwarden-demo-manager" --kubeconfig "$KUBECONFIG" --secret-namespace default \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 >"$log" 2>&1 &
+kubectl create namespace lockwarden-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+go build -o "$workdir/manager" ./cmd/manager
+go build -o "$workdir/demo" ./hack/demo
+"$workdir/manager" --kubeconfig "$KUBECONFIG" --secret-namespace lockwarden-system \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 >"$workdir/manager.log" 2>&1 &
 manager_pid=$!
-sleep 2
-kill -0 "$manager_pid" || { cat "$log"; exit 1; }
-echo "manager running (pid $manager_pid, log $log)"
+sleep 1
+kill -0 "$manager_pid" || { cat "$workdir/manager.log"; exit 1; }
 
-say "Applying the samples: a LockBackend, a DistributedLock and a LockClaim"
-run kubectl apply -f config/samples/
-run kubectl get locks -A
-
-say "A Redlock backend with two nodes is refused by the API server"
-printf '%s\n' 'apiVersion: locks.lockwarden.io/v1alpha1' 'kind: LockBackend' 'metadata: {name: bad}' \
-  'spec: {type: Redlock, redlock: {addresses: ["r0:6379", "r1:6379"]}}' |
-  { kubectl apply -f - 2>&1 || true; }
+"$workdir/demo"
 
 say "Done; stopping the manager and the cluster"

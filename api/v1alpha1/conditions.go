@@ -75,3 +75,7 @@ const (
 	// namespace.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
+
+// Finalizer is set on LockClaims and DistributedLocks so that the controller releases the lock on
+// the backend before the object goes away.
+const Finalizer = "locks.lockwarden.io/release"

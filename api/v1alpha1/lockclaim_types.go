@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ClaimHolder says on whose behalf a lock is held.
@@ -99,6 +100,11 @@ type LockClaimStatus struct {
 	// holderIdentity is the identity under which the lock is (or was) held on the backend.
 	// +optional
 	HolderIdentity string `json:"holderIdentity,omitempty"`
+
+	// podUID is the UID of the holder pod when the controller first saw it. A pod of the same name
+	// with another UID is a replacement, so the lock is not held for it.
+	// +optional
+	PodUID types.UID `json:"podUID,omitempty"`
 
 	// fencingToken is the token issued when this claim was granted. Pass it to the resource the
 	// lock protects.

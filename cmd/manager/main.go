@@ -24,18 +24,27 @@ import (
 	"fmt"
 	"os"
 
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
 // options are the manager's command-line flags.
@@ -48,6 +57,10 @@ type options struct {
 	leaderElectionID string
 	leaderElectionNS string
 	secretNamespace  string
+	sessionName      string
+	qps              float64
+	burst            int
+	workers          int
 	zap              zap.Options
 }
 
@@ -79,6 +92,12 @@ func parseFlags(args []string) options {
 		"Namespace of the leader election Lease; defaults to --secret-namespace.")
 	fs.StringVar(&o.secretNamespace, "secret-namespace", defaultNamespace(),
 		"The only namespace in which the controller reads Secrets named by LockBackends; defaults to its own namespace.")
+	fs.StringVar(&o.sessionName, "session-name", "lockwarden-session",
+		"Name of the Lease in --secret-namespace through which the built-in backend renews every lock it holds.")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50,
+		"Queries per second the controller may send to the API server; a handoff costs about five.")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps.")
+	fs.IntVar(&o.workers, "claim-workers", 4, "LockClaims reconciled in parallel.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag
@@ -111,6 +130,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("no Kubernetes config (set --kubeconfig or KUBECONFIG, or run in a pod): %w", err)
 	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
@@ -140,6 +160,10 @@ func run(o options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	if err := setupControllers(mgr, cfg, scheme, o); err != nil {
+		return err
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
@@ -149,4 +173,33 @@ func run(o options) error {
 
 	setupLog.Info("Starting manager", "secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setupControllers builds the backend registry, the renewer and the three reconcilers, and adds
+// them to the manager.
+func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme, o options) error {
+	// The built-in backend must read straight from the API server: a cache could show a lock as
+	// free after someone else took it.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating API client: %w", err)
+	}
+	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{
+		Client: direct, Namespace: o.secretNamespace, SessionName: o.sessionName,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the built-in kubernetes backend: %w", err)
+	}
+
+	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
+		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
+	})
+	if err := m.Register(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	reg := registry.New(builtin,
+		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.secretNamespace}),
+		registry.WithWrapper(m.Instrument),
+	)
+	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers})
 }

@@ -29,6 +29,9 @@ package controller
 // fencing token written as an annotation.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
 
+// LockBackend namespaceSelectors are matched against namespace labels.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
 // Events on transitions (Acquired, Released, Lost, BackendRecovered).
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

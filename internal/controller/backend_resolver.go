@@ -1,0 +1,126 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+)
+
+// BackendResolver finds the backend session for a DistributedLock: the LockBackend it names (or
+// the built-in one), checked against the backend's namespaceSelector and its last probe. It is
+// shared by the reconcilers and the renewer, so that all of them see the same sessions.
+type BackendResolver struct {
+	// Client reads LockBackends and Namespaces (from the cache).
+	Client client.Client
+	// Registry opens and caches backend sessions.
+	Registry *registry.Registry
+}
+
+// UnusableError says why a lock's backend cannot be used now, as a condition reason and message.
+type UnusableError struct {
+	Reason  string
+	Message string
+}
+
+func (e *UnusableError) Error() string { return e.Message }
+
+// ForLock returns the session for lock's backend and the backend's name. An *UnusableError means
+// the lock cannot be granted now (fail closed); other errors are transient API errors.
+func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (backends.Backend, string, error) {
+	name := lock.BackendName()
+	lb, err := r.lockBackend(ctx, name)
+	if err != nil {
+		return nil, name, err
+	}
+	if lb != nil && lb.Spec.NamespaceSelector != nil {
+		if err := r.admits(ctx, lb, lock.Namespace); err != nil {
+			return nil, name, err
+		}
+	}
+	if lb != nil {
+		ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+		switch {
+		case ready == nil || ready.ObservedGeneration != lb.Generation:
+			return nil, name, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
+				Message: fmt.Sprintf("LockBackend %s has not been probed yet", name)}
+		case ready.Status != metav1.ConditionTrue:
+			return nil, name, &UnusableError{Reason: ready.Reason,
+				Message: fmt.Sprintf("LockBackend %s is not ready: %s", name, ready.Message)}
+		}
+	}
+	b, err := r.Registry.For(ctx, lb)
+	if err != nil {
+		return nil, name, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
+			Message: fmt.Sprintf("LockBackend %s: %v", name, err)}
+	}
+	return b, name, nil
+}
+
+// ByName returns the session for a backend name without the namespace and readiness checks: the
+// renewer keeps renewing what was granted, and lets the backend itself say whether it answers.
+func (r *BackendResolver) ByName(ctx context.Context, name string) (backends.Backend, error) {
+	lb, err := r.lockBackend(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return r.Registry.For(ctx, lb)
+}
+
+// lockBackend returns the LockBackend called name, or nil for the built-in backend when no object
+// of that name exists.
+func (r *BackendResolver) lockBackend(ctx context.Context, name string) (*locksv1alpha1.LockBackend, error) {
+	lb := &locksv1alpha1.LockBackend{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, lb)
+	switch {
+	case apierrors.IsNotFound(err) && name == locksv1alpha1.BuiltinBackendName:
+		return nil, nil
+	case apierrors.IsNotFound(err):
+		return nil, &UnusableError{Reason: locksv1alpha1.ReasonBackendNotFound,
+			Message: fmt.Sprintf("LockBackend %s does not exist; ask a cluster admin to create it or fix spec.backendRef", name)}
+	case err != nil:
+		return nil, err
+	}
+	return lb, nil
+}
+
+func (r *BackendResolver) admits(ctx context.Context, lb *locksv1alpha1.LockBackend, namespace string) error {
+	selector, err := metav1.LabelSelectorAsSelector(lb.Spec.NamespaceSelector)
+	if err != nil {
+		return &UnusableError{Reason: locksv1alpha1.ReasonNamespaceNotAllowed,
+			Message: fmt.Sprintf("LockBackend %s has an invalid namespaceSelector: %v", lb.Name, err)}
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return err
+	}
+	if !selector.Matches(labelSet(ns.Labels)) {
+		return &UnusableError{Reason: locksv1alpha1.ReasonNamespaceNotAllowed,
+			Message: fmt.Sprintf("LockBackend %s does not admit namespace %s (see its spec.namespaceSelector)", lb.Name, namespace)}
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// Field indexes that let watches wake exactly the objects that care.
+const (
+	// indexClaimLock indexes LockClaims by spec.lockName.
+	indexClaimLock = "spec.lockName"
+	// indexClaimPod indexes LockClaims by spec.holder.podName.
+	indexClaimPod = "spec.holder.podName"
+	// indexLockBackend indexes DistributedLocks by the name of their backend.
+	indexLockBackend = "spec.backendRef.name"
+)
+
+// SetupIndexes registers the field indexes every reconciler relies on. Call it once, before the
+// reconcilers are set up.
+func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
+		return []string{o.(*locksv1alpha1.LockClaim).Spec.LockName}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
+		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {
+			return []string{h.PodName}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, &locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
+		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
+	})
+}
+
+// claimsOfLock lists the claims (from the cache) that name lock.
+func claimsOfLock(ctx context.Context, c client.Reader, namespace, lock string) ([]locksv1alpha1.LockClaim, error) {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{indexClaimLock: lock}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// requestsFor turns claims into reconcile requests.
+func requestsFor(claims []locksv1alpha1.LockClaim) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(claims))
+	for i := range claims {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims[i])})
+	}
+	return reqs
+}
+
+// jitter spreads requeues of many objects due at the same moment over an extra tenth.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+func labelSet(m map[string]string) labels.Set { return labels.Set(m) }
+
+func ctrlObjectMeta(nn types.NamespacedName) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}
+}

@@ -1,0 +1,291 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/fake"
+	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/metrics"
+)
+
+// The controller suite runs the real reconcilers against a real API server (envtest). There is no
+// kubelet: tests create Pod objects and drive their status by hand. Locks live on the built-in
+// kubernetes backend (real Leases in the real API server), except for the failure tests, which use
+// a LockBackend of type Redis served by an in-memory fake whose faults the tests control.
+
+const controllerNamespace = "lockwarden-system"
+
+var (
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	scheme    = runtime.NewScheme()
+	k8sClient client.Client
+
+	// faultyStore backs every LockBackend of type Redis in this suite; each LockBackend gets its
+	// own session on it, as with a real store.
+	faultyStore = &faultyBackends{store: fake.New()}
+
+	mgrMu     sync.Mutex
+	stopMgr   context.CancelFunc
+	mgrDone   chan struct{}
+	mgrMetric *metrics.Metrics
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred(), "starting envtest; run via make test-unit so that KUBEBUILDER_ASSETS is set")
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(locksv1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8sClient.Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})).To(Succeed())
+
+	startMonitor()
+	startManager()
+})
+
+var _ = AfterSuite(func() {
+	monitor.checkWatching()
+	monitor.stop()
+	stopManager()
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// startManager runs a fresh manager, as a restarted controller process would: new caches, new
+// backend sessions, a new Renewer that remembers nothing.
+func startManager() {
+	mgrMu.Lock()
+	defer mgrMu.Unlock()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// A restarted manager in the same process registers the same controller names again.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: controllerNamespace})
+	Expect(err).NotTo(HaveOccurred())
+
+	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
+		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
+	})
+	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
+	reg := registry.New(builtin,
+		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
+		registry.WithFactory(locksv1alpha1.BackendRedis, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
+			return faultyStore.newSession(), nil
+		}),
+		registry.WithWrapper(m.Instrument),
+	)
+	Expect(controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, ProbeInterval: time.Second})).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	stopMgr, mgrDone, mgrMetric = cancel, done, m
+}
+
+func stopManager() {
+	mgrMu.Lock()
+	defer mgrMu.Unlock()
+	if stopMgr != nil {
+		stopMgr()
+		<-mgrDone
+		stopMgr = nil
+	}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace() string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "locks-"}}
+	Expect(k8sClient.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+func key(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+func ctx() context.Context { return context.Background() }
+
+// newLock creates a DistributedLock.
+func newLock(ns, name string, mutate ...func(*locksv1alpha1.DistributedLock)) *locksv1alpha1.DistributedLock {
+	GinkgoHelper()
+	l := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: 6}}
+	for _, m := range mutate {
+		m(l)
+	}
+	Expect(k8sClient.Create(ctx(), l)).To(Succeed())
+	return l
+}
+
+// newClaim creates a LockClaim for lock; pod "" makes it detached.
+func newClaim(ns, name, lock, pod string, mutate ...func(*locksv1alpha1.LockClaim)) *locksv1alpha1.LockClaim {
+	GinkgoHelper()
+	c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}
+	if pod != "" {
+		c.Spec.Holder = &locksv1alpha1.ClaimHolder{PodName: pod}
+	}
+	for _, m := range mutate {
+		m(c)
+	}
+	Expect(k8sClient.Create(ctx(), c)).To(Succeed())
+	return c
+}
+
+// newPod creates a Pod object bound to a (fictitious) node and marks it Running, standing in for
+// the scheduler and a kubelet. Being bound makes its deletion graceful, as on a real cluster.
+func newPod(ns, name string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+	setPodPhase(p, corev1.PodRunning)
+	return p
+}
+
+func setPodPhase(p *corev1.Pod, phase corev1.PodPhase) {
+	GinkgoHelper()
+	Expect(k8sClient.Get(ctx(), key(p), p)).To(Succeed())
+	p.Status.Phase = phase
+	Expect(k8sClient.Status().Update(ctx(), p)).To(Succeed())
+}
+
+// deleteNow deletes an object without a grace period (there is no kubelet to finish it).
+func deleteNow(o client.Object) {
+	GinkgoHelper()
+	Expect(k8sClient.Delete(ctx(), o, client.GracePeriodSeconds(0))).To(Succeed())
+}
+
+// claimOf fetches a claim's current state.
+func claimOf(ns, name string) func(g Gomega) *locksv1alpha1.LockClaim {
+	return func(g Gomega) *locksv1alpha1.LockClaim {
+		c := &locksv1alpha1.LockClaim{}
+		g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+		return c
+	}
+}
+
+// phaseOf returns a claim's phase, for Eventually.
+func phaseOf(ns, name string) func() (locksv1alpha1.ClaimPhase, error) {
+	return func() (locksv1alpha1.ClaimPhase, error) {
+		c := &locksv1alpha1.LockClaim{}
+		err := k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, c)
+		return c.Status.Phase, err
+	}
+}
+
+// acquired returns a claim's Acquired condition as "Status/Reason", for Eventually.
+func acquired(ns, name string) func() (string, error) {
+	return func() (string, error) {
+		c := &locksv1alpha1.LockClaim{}
+		if err := k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+			return "", err
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == locksv1alpha1.ConditionAcquired {
+				return fmt.Sprintf("%s/%s", cond.Status, cond.Reason), nil
+			}
+		}
+		return "", nil
+	}
+}
+
+// faultyBackends hands out sessions on one in-memory store and makes them all fail at will.
+type faultyBackends struct {
+	store *fake.Backend
+
+	mu       sync.Mutex
+	down     error
+	sessions []*fake.Backend
+}
+
+func (f *faultyBackends) newSession() *fake.Backend {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.store.NewSession()
+	s.SetUnavailable(f.down)
+	f.sessions = append(f.sessions, s)
+	return s
+}
+
+// SetUnavailable makes every session, present and future, fail with err (nil restores them).
+func (f *faultyBackends) SetUnavailable(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = err
+	for _, s := range f.sessions {
+		s.SetUnavailable(err)
+	}
+}
+
+// Steal makes identity the holder of key, as a client outside lockwarden would.
+func (f *faultyBackends) Steal(key, identity string) { f.store.Steal(key, identity) }

@@ -1,0 +1,306 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package renewal keeps held locks alive. The Renewer runs on the controller leader and renews,
+// every third of a lease's TTL (Redisson's watchdog ratio), every hold it tracks, in one batched
+// Backend.Renew call per backend and TTL, so that renewal costs a fixed number of backend round
+// trips however many locks are held. It tells the claim reconciler, through a callback, which
+// claims lost their lock; it never writes to the API itself.
+package renewal
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/lockwarden/lockwarden/internal/backends"
+)
+
+// Resolver returns the backend session for a LockBackend name.
+type Resolver func(ctx context.Context, backendName string) (backends.Backend, error)
+
+// HoldKey names one hold: a key held for an identity on a backend. Several claims with the same
+// identity (reentrancy) share one hold.
+type HoldKey struct {
+	Backend  string
+	Key      string
+	Identity string
+}
+
+// Hold is what the Renewer knows about a hold.
+type Hold struct {
+	// Lease is the lease as last confirmed by the backend.
+	Lease backends.Lease
+	// Lost is true once the backend reported the lock gone or owned by someone else, or once it
+	// expired without a successful renewal.
+	Lost bool
+	// LastError is the error of the last failed renewal attempt, nil after a success.
+	LastError error
+	// RenewTime is when the backend last confirmed the lease.
+	RenewTime time.Time
+}
+
+type hold struct {
+	Hold
+	claims      map[types.NamespacedName]struct{}
+	lastAttempt time.Time
+}
+
+// Renewer renews tracked holds. Create it with New and add it to the manager.
+type Renewer struct {
+	clock   clock.Clock
+	resolve Resolver
+	notify  func(types.NamespacedName)
+	timeout time.Duration
+
+	mu    sync.Mutex
+	holds map[HoldKey]*hold
+	wake  chan struct{}
+}
+
+// Option configures a Renewer.
+type Option func(*Renewer)
+
+// WithClock sets the clock (default: the real one).
+func WithClock(c clock.Clock) Option { return func(r *Renewer) { r.clock = c } }
+
+// WithCallTimeout bounds each Renew call (default 5 s, and never more than a third of the TTL).
+func WithCallTimeout(d time.Duration) Option { return func(r *Renewer) { r.timeout = d } }
+
+// New returns a Renewer that finds backends with resolve and reports each claim whose hold was
+// lost to notify (which must not block; it normally queues a reconcile).
+func New(resolve Resolver, notify func(types.NamespacedName), opts ...Option) *Renewer {
+	r := &Renewer{
+		clock:   clock.RealClock{},
+		resolve: resolve,
+		notify:  notify,
+		timeout: 5 * time.Second,
+		holds:   map[HoldKey]*hold{},
+		wake:    make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Track records that claim holds lease on backend. Tracking the same hold again refreshes its
+// lease and adds the claim.
+func (r *Renewer) Track(backend string, lease backends.Lease, claim types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := HoldKey{Backend: backend, Key: lease.Key, Identity: lease.Identity}
+	h, ok := r.holds[k]
+	if !ok || h.Lost {
+		h = &hold{claims: map[types.NamespacedName]struct{}{}}
+		r.holds[k] = h
+	}
+	h.Lease, h.RenewTime, h.LastError = lease, r.clock.Now(), nil
+	h.claims[claim] = struct{}{}
+	r.poke()
+}
+
+// Untrack removes claim from the hold and returns how many claims still share it; at zero the
+// hold is forgotten and no longer renewed.
+func (r *Renewer) Untrack(k HoldKey, claim types.NamespacedName) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.holds[k]
+	if !ok {
+		return 0
+	}
+	delete(h.claims, claim)
+	if len(h.claims) == 0 {
+		delete(r.holds, k)
+	}
+	return len(h.claims)
+}
+
+// Forget removes claim from every hold it shares, for a claim whose lock vanished and whose hold
+// can therefore not be named. Holds left without claims are no longer renewed.
+func (r *Renewer) Forget(claim types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, h := range r.holds {
+		delete(h.claims, claim)
+		if len(h.claims) == 0 {
+			delete(r.holds, k)
+		}
+	}
+}
+
+// Lookup returns what the Renewer knows of a hold; ok is false when it does not track it (for
+// instance right after a controller restart).
+func (r *Renewer) Lookup(k HoldKey) (Hold, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.holds[k]
+	if !ok {
+		return Hold{}, false
+	}
+	return h.Hold, true
+}
+
+// NeedLeaderElection makes the Renewer run only on the leader, like the reconcilers.
+func (r *Renewer) NeedLeaderElection() bool { return true }
+
+// Start renews holds until ctx ends.
+func (r *Renewer) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("renewer")
+	ctx = ctrl.LoggerInto(ctx, log)
+	for {
+		wait := r.renewDue(ctx)
+		timer := r.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-r.wake:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+// batch is the holds of one backend with one TTL: they are renewed in one call.
+type batch struct {
+	backend string
+	ttl     time.Duration
+	keys    []HoldKey
+	leases  []backends.Lease
+}
+
+// renewDue renews every batch with at least one hold due, and returns how long to sleep until the
+// next one is due.
+func (r *Renewer) renewDue(ctx context.Context) time.Duration {
+	now := r.clock.Now()
+	r.mu.Lock()
+	batches := map[[2]any]*batch{}
+	due := map[[2]any]bool{}
+	next := time.Hour
+	for k, h := range r.holds {
+		if h.Lost {
+			continue
+		}
+		ttl := h.Lease.TTL
+		id := [2]any{k.Backend, ttl}
+		b, ok := batches[id]
+		if !ok {
+			b = &batch{backend: k.Backend, ttl: ttl}
+			batches[id] = b
+		}
+		b.keys = append(b.keys, k)
+		b.leases = append(b.leases, h.Lease)
+		at := h.RenewTime.Add(ttl / 3)
+		if h.LastError != nil {
+			at = h.lastAttempt.Add(retryInterval(ttl))
+		}
+		if !at.After(now) {
+			due[id] = true
+		} else if wait := at.Sub(now); wait < next {
+			next = wait
+		}
+	}
+	r.mu.Unlock()
+
+	for id, b := range batches {
+		if due[id] {
+			r.renew(ctx, b)
+			// What was renewed now is due a third of a TTL from now at the latest.
+			next = min(next, b.ttl/3)
+		}
+	}
+	return next
+}
+
+// retryInterval is how soon a failed renewal is tried again: often enough to keep a lock through
+// a short blip, rarely enough not to hammer a struggling backend.
+func retryInterval(ttl time.Duration) time.Duration {
+	return max(ttl/10, 500*time.Millisecond)
+}
+
+func (r *Renewer) renew(ctx context.Context, b *batch) {
+	log := ctrl.LoggerFrom(ctx)
+	callCtx, cancel := context.WithTimeout(ctx, min(r.timeout, b.ttl/3))
+	defer cancel()
+
+	var (
+		renewed, lost []backends.Lease
+		err           error
+	)
+	backend, err := r.resolve(callCtx, b.backend)
+	if err == nil {
+		renewed, lost, err = backend.Renew(callCtx, b.leases, b.ttl)
+	}
+	now := r.clock.Now()
+
+	var notify []types.NamespacedName
+	r.mu.Lock()
+	byKey := func(l backends.Lease) (*hold, bool) {
+		h, ok := r.holds[HoldKey{Backend: b.backend, Key: l.Key, Identity: l.Identity}]
+		return h, ok && !h.Lost
+	}
+	if err != nil {
+		log.Error(err, "Renewal failed", "backend", b.backend, "locks", len(b.leases))
+		for _, k := range b.keys {
+			h, ok := r.holds[k]
+			if !ok || h.Lost {
+				continue
+			}
+			h.LastError, h.lastAttempt = err, now
+			if !now.Before(h.Lease.ExpireTime) {
+				// Expired without a successful renewal: the backend may already have let it go.
+				h.Lost = true
+				notify = appendClaims(notify, h)
+			}
+		}
+	}
+	for _, l := range renewed {
+		if h, ok := byKey(l); ok {
+			h.Lease, h.RenewTime, h.LastError, h.lastAttempt = l, now, nil, now
+		}
+	}
+	for _, l := range lost {
+		if h, ok := byKey(l); ok {
+			log.Info("Lock lost", "backend", b.backend, "key", l.Key, "identity", l.Identity)
+			h.Lost, h.lastAttempt = true, now
+			notify = appendClaims(notify, h)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range notify {
+		r.notify(c)
+	}
+}
+
+func appendClaims(to []types.NamespacedName, h *hold) []types.NamespacedName {
+	for c := range h.claims {
+		to = append(to, c)
+	}
+	return to
+}
+
+// poke wakes the loop so that it recomputes when the next renewal is due. Callers hold r.mu.
+func (r *Renewer) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
