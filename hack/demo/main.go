@@ -68,6 +68,7 @@ type demo struct {
 	created map[string]time.Time // claim name → when the demo created it
 	phase   map[string]locksv1alpha1.ClaimPhase
 	grants  chan string // pod names, as they are granted
+	freed   time.Time   // when the last holder's release was seen
 }
 
 func run(ns string) error {
@@ -220,15 +221,22 @@ func (d *demo) reportClaims(ctx context.Context) {
 		d.mu.Lock()
 		prev := d.phase[c.Name]
 		d.phase[c.Name] = c.Status.Phase
-		created := d.created[c.Name]
+		created, freed := d.created[c.Name], d.freed
+		if prev != c.Status.Phase && c.Status.Phase == locksv1alpha1.ClaimReleased {
+			d.freed = time.Now()
+		}
 		d.mu.Unlock()
 		if prev == c.Status.Phase {
 			continue
 		}
 		switch c.Status.Phase {
 		case locksv1alpha1.ClaimHeld:
-			fmt.Printf("  \033[32m✔ GRANTED\033[0m to pod %-26s fencing token %d, %s after the claim was created\n",
-				c.Spec.Holder.PodName, c.Status.FencingToken, time.Since(created).Round(time.Millisecond))
+			latency := fmt.Sprintf("%s after its claim was created", time.Since(created).Round(time.Millisecond))
+			if !freed.IsZero() {
+				latency = fmt.Sprintf("%s after the previous holder's release was seen", time.Since(freed).Round(time.Millisecond))
+			}
+			fmt.Printf("  \033[32m✔ GRANTED\033[0m to pod %-26s fencing token %d, %s\n",
+				c.Spec.Holder.PodName, c.Status.FencingToken, latency)
 			d.grants <- c.Spec.Holder.PodName
 		case locksv1alpha1.ClaimReleased, locksv1alpha1.ClaimLost, locksv1alpha1.ClaimFailed:
 			fmt.Printf("  ✘ %-8s pod %-30s %s\n", c.Status.Phase, c.Spec.Holder.PodName, acquiredMessage(c))

@@ -20,13 +20,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -419,10 +422,20 @@ func waitDeadline(c *locksv1alpha1.LockClaim) (time.Time, bool) {
 // grants can ever get the same token. A holder of the same identity (a grant whose claim status
 // was not written before a crash, or a reentrant claim) keeps its token.
 func (r *LockClaimReconciler) issueToken(ctx context.Context, s *claimScope, lease backends.Lease) (int64, error) {
-	lock := &locksv1alpha1.DistributedLock{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.lock), lock); err != nil {
-		return 0, err
+	// The cached lock is usually current; if it is not, the write fails with a conflict and is
+	// retried once from a fresh read.
+	token, err := r.writeToken(ctx, s, s.lock.DeepCopy(), lease)
+	if apierrors.IsConflict(err) {
+		fresh := &locksv1alpha1.DistributedLock{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.lock), fresh); err != nil {
+			return 0, err
+		}
+		token, err = r.writeToken(ctx, s, fresh, lease)
 	}
+	return token, err
+}
+
+func (r *LockClaimReconciler) writeToken(ctx context.Context, s *claimScope, lock *locksv1alpha1.DistributedLock, lease backends.Lease) (int64, error) {
 	if !lock.DeletionTimestamp.IsZero() {
 		return 0, fmt.Errorf("DistributedLock %s is being deleted", lock.Name)
 	}
@@ -659,6 +672,9 @@ func (r *LockClaimReconciler) writeStatus(ctx context.Context, before, claim *lo
 	if equality.Semantic.DeepEqual(before.Status, claim.Status) {
 		return nil
 	}
+	if !claim.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(claim, locksv1alpha1.Finalizer) {
+		return nil // released and let go: the object is gone
+	}
 	if err := r.Status().Patch(ctx, claim, client.MergeFrom(before)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -703,9 +719,9 @@ func (r *LockClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.LockClaim{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, deletionStarted()))).
-		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf),
-			builder.WithPredicates(queueChanged())).
-		Watches(&locksv1alpha1.DistributedLock{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfLockObject)).
+		Watches(&locksv1alpha1.LockClaim{}, r.queueWaker(), builder.WithPredicates(queueChanged())).
+		Watches(&locksv1alpha1.DistributedLock{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfLockObject),
+			builder.WithPredicates(lockUsabilityChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfPod)).
 		WatchesRawSource(source.Channel(r.lostClaims, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.LockClaim]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
@@ -713,13 +729,52 @@ func (r *LockClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *LockClaimReconciler) siblingsOf(ctx context.Context, o client.Object) []ctrl.Request {
-	c := o.(*locksv1alpha1.LockClaim)
-	claims, err := claimsOfLock(ctx, r.Client, c.Namespace, c.Spec.LockName)
-	if err != nil {
-		return nil
+// queuePositionRefresh is how long the claims behind the head of a queue wait before they refresh
+// their queuePosition after a change. Handoffs are on the critical path, positions are not: waking
+// every waiter at once would spend the API budget on N status writes before the next holder's
+// grant. The workqueue folds the refreshes of a burst of handoffs into one.
+const queuePositionRefresh = 5 * time.Second
+
+// queueWaker reacts to a claim event that may change who is next for its lock: it wakes the head
+// of the queue at once and the other waiters a little later.
+func (r *LockClaimReconciler) queueWaker() handler.EventHandler {
+	wake := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		c, ok := o.(*locksv1alpha1.LockClaim)
+		if !ok {
+			return
+		}
+		claims, err := claimsOfLock(ctx, r.Client, c.Namespace, c.Spec.LockName)
+		if err != nil {
+			return
+		}
+		var waiting []*locksv1alpha1.LockClaim
+		for i := range claims {
+			w := &claims[i]
+			if w.UID != c.UID && !isHeld(w) && !isFinal(w.Status.Phase) && w.DeletionTimestamp.IsZero() {
+				waiting = append(waiting, w)
+			}
+		}
+		slices.SortFunc(waiting, queueOrder)
+		for i, w := range waiting {
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}
+			if i == 0 {
+				q.Add(req)
+			} else {
+				q.AddAfter(req, queuePositionRefresh)
+			}
+		}
 	}
-	return requestsFor(claims)
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			wake(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			wake(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			wake(ctx, e.Object, q)
+		},
+	}
 }
 
 func (r *LockClaimReconciler) claimsOfLockObject(ctx context.Context, o client.Object) []ctrl.Request {
@@ -743,6 +798,23 @@ func deletionStarted() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
 	}}
+}
+
+// lockUsabilityChanged passes DistributedLock events that can unblock or fail its claims: creation,
+// deletion, a spec change and a change of BackendReady. The holder, token and queue length change
+// at every handoff and are not among them: waking every claim of a busy lock for those would put N
+// reconciles in front of the next holder's grant.
+func lockUsabilityChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*locksv1alpha1.DistributedLock), e.ObjectNew.(*locksv1alpha1.DistributedLock)
+			return o.Generation != n.Generation ||
+				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				!equality.Semantic.DeepEqual(
+					meta.FindStatusCondition(o.Status.Conditions, locksv1alpha1.ConditionBackendReady),
+					meta.FindStatusCondition(n.Status.Conditions, locksv1alpha1.ConditionBackendReady))
+		},
+	}
 }
 
 // queueChanged passes claim events that can change who is next for a lock: creation, deletion,

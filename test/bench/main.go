@@ -39,6 +39,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -54,7 +55,18 @@ func main() {
 	qps := flag.Float64("qps", 50, "manager API client QPS")
 	burst := flag.Int("burst", 100, "manager API client burst")
 	workers := flag.Int("workers", 4, "LockClaim workers")
+	logFile := flag.String("log", "", "write the manager's log to this file (default: discard)")
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
+	if *logFile != "" {
+		f, err := os.Create(*logFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+	}
 	if err := run(*grants, *handoffs, *qps, *burst, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -62,7 +74,6 @@ func main() {
 }
 
 func run(grants, handoffs int, qps float64, burst, workers int) error {
-	ctrl.SetLogger(ctrlLogDiscard())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = locksv1alpha1.AddToScheme(scheme)
@@ -214,5 +225,3 @@ func report(what string, d []time.Duration) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func ctrlLogDiscard() logr.Logger { return logr.Discard() }
