@@ -150,6 +150,27 @@ var _ = Describe("The manager", func() {
 		Eventually(httpGet).WithArguments("http://" + metricsAddr + "/metrics").
 			Should(ContainSubstring(`leader_election_master_status{name="lockwarden.locks.lockwarden.io"} 1`))
 
+		By("granting a claim, which kubectl wait --for=condition=Acquired sees")
+		apps := newNamespace()
+		kubectl("apply", "-n", apps, "-f", filepath.Join(repoRoot, "config", "samples", "locks_v1alpha1_distributedlock.yaml"))
+		_, err := kubectlStdin(`
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+metadata: {name: first}
+spec: {lockName: nightly-migration}
+---
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+metadata: {name: second}
+spec: {lockName: nightly-migration}
+`, "apply", "-n", apps, "-f", "-")
+		Expect(err).NotTo(HaveOccurred())
+		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/first")
+		Expect(kubectl("get", "-n", apps, "lclaim/second", "-o", "jsonpath={.status.phase} {.status.queuePosition}")).To(Equal("Pending 1"))
+		kubectl("delete", "-n", apps, "lclaim/first", "--wait=true", "--timeout=30s")
+		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/second")
+		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("second"))
+
 		By("stopping on SIGTERM and giving up the leader Lease")
 		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		Eventually(exited).WithTimeout(20 * time.Second).Should(Receive(BeNil()))
