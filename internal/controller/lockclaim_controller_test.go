@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -208,6 +209,26 @@ var _ = Describe("Claims that cannot proceed say why", func() {
 			}
 			return reasons
 		}).Should(ContainElements(locksv1alpha1.ReasonAcquired, locksv1alpha1.ReasonClaimDeleted))
+	})
+
+	It("counts acquisitions and observes waits, holds and backend calls in metrics", func() {
+		acquiredBefore := testutil.ToFloat64(mgrMetric.Acquisitions.WithLabelValues("kubernetes", "acquired"))
+		ns := newNamespace()
+		newLock(ns, "db")
+		c := newClaim(ns, "c", "db", "")
+		Eventually(phaseOf(ns, "c")).Should(Equal(held))
+		deleteNow(c)
+		Eventually(func() error {
+			return k8sClient.Get(ctx(), key(c), &locksv1alpha1.LockClaim{})
+		}).Should(MatchError(ContainSubstring("not found")))
+		Expect(testutil.ToFloat64(mgrMetric.Acquisitions.WithLabelValues("kubernetes", "acquired"))).To(BeNumerically(">", acquiredBefore))
+		for name, count := range map[string]int{
+			"lockwarden_claim_wait_seconds":            testutil.CollectAndCount(mgrMetric.WaitSeconds),
+			"lockwarden_claim_hold_seconds":            testutil.CollectAndCount(mgrMetric.HoldSeconds),
+			"lockwarden_backend_call_duration_seconds": testutil.CollectAndCount(mgrMetric.BackendCallSeconds),
+		} {
+			Expect(count).To(BeNumerically(">", 0), name)
+		}
 	})
 })
 

@@ -1,0 +1,152 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package renewal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/fake"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// harness runs a Renewer on a fake clock and a fake backend, and records the claims it reports.
+type harness struct {
+	clock   *clocktesting.FakeClock
+	backend *fake.Backend
+	r       *renewal.Renewer
+
+	mu   sync.Mutex
+	lost []types.NamespacedName
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))}
+	h.backend = fake.New(fake.WithClock(h.clock))
+	h.r = renewal.New(func(context.Context, string) (backends.Backend, error) { return h.backend, nil },
+		func(c types.NamespacedName) { h.mu.Lock(); h.lost = append(h.lost, c); h.mu.Unlock() },
+		renewal.WithClock(h.clock))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = h.r.Start(ctx) }()
+	return h
+}
+
+// step moves the fake clock and gives the Renewer's loop time to act on it.
+func (h *harness) step(d time.Duration) {
+	h.clock.Step(d)
+	time.Sleep(50 * time.Millisecond)
+}
+
+func (h *harness) lostClaims() []types.NamespacedName {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]types.NamespacedName(nil), h.lost...)
+}
+
+func claim(i int) types.NamespacedName {
+	return types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("c%d", i)}
+}
+
+func TestRenewsEveryHoldInOneCallPerThirdOfTheTTL(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 9 * time.Second
+	for i := range 50 {
+		lease, err := h.backend.TryAcquire(context.Background(), fmt.Sprintf("k%d", i), fmt.Sprintf("id%d", i), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.Track("fake", lease, claim(i))
+	}
+	time.Sleep(50 * time.Millisecond)
+	for range 6 { // two TTLs
+		h.step(ttl / 3)
+	}
+	if got := h.backend.Calls()[fake.OpRenew]; got < 5 || got > 7 {
+		t.Fatalf("Renew calls over two TTLs of 50 holds = %d, want about 6 (one per third of the TTL)", got)
+	}
+	hold, ok := h.r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k7", Identity: "id7"})
+	if !ok || hold.Lost || !hold.Lease.ExpireTime.After(h.clock.Now()) {
+		t.Fatalf("hold k7 = %+v (tracked %v), want renewed into the future", hold, ok)
+	}
+	if lost := h.lostClaims(); len(lost) != 0 {
+		t.Fatalf("no hold should be lost, got %v", lost)
+	}
+}
+
+func TestReportsStolenHoldsAsLost(t *testing.T) {
+	h := newHarness(t)
+	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
+	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", lease, claim(2)) // a reentrant claim sharing the hold
+	h.backend.Steal("k", "intruder")
+	h.step(3 * time.Second)
+	if lost := h.lostClaims(); len(lost) != 2 {
+		t.Fatalf("lost claims = %v, want both sharers", lost)
+	}
+	if hold, _ := h.r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"}); !hold.Lost {
+		t.Fatalf("hold should be marked lost")
+	}
+}
+
+func TestAHoldThatCannotBeRenewedIsLostWhenItExpires(t *testing.T) {
+	h := newHarness(t)
+	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
+	h.r.Track("fake", lease, claim(1))
+	h.backend.SetUnavailable(errors.New("connection refused"))
+	h.step(3 * time.Second) // renewal fails, hold still valid
+	if lost := h.lostClaims(); len(lost) != 0 {
+		t.Fatalf("a hold must not be given up before it expires, got %v", lost)
+	}
+	hold, _ := h.r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"})
+	if hold.LastError == nil {
+		t.Fatalf("the failed renewal should be recorded")
+	}
+	for range 10 {
+		h.step(time.Second)
+	}
+	if lost := h.lostClaims(); len(lost) != 1 {
+		t.Fatalf("after expiry without renewal, lost = %v, want the claim", lost)
+	}
+}
+
+func TestUntrackedHoldsAreNotRenewed(t *testing.T) {
+	h := newHarness(t)
+	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
+	k := renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"}
+	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", lease, claim(2))
+	if left := h.r.Untrack(k, claim(1)); left != 1 {
+		t.Fatalf("Untrack left %d sharers, want 1", left)
+	}
+	if left := h.r.Untrack(k, claim(2)); left != 0 {
+		t.Fatalf("Untrack left %d sharers, want 0", left)
+	}
+	before := h.backend.Calls()[fake.OpRenew]
+	h.step(10 * time.Second)
+	if after := h.backend.Calls()[fake.OpRenew]; after != before {
+		t.Fatalf("Renew called %d times for a forgotten hold", after-before)
+	}
+}
