@@ -422,10 +422,17 @@ func waitDeadline(c *locksv1alpha1.LockClaim) (time.Time, bool) {
 // grants can ever get the same token. A holder of the same identity (a grant whose claim status
 // was not written before a crash, or a reentrant claim) keeps its token.
 func (r *LockClaimReconciler) issueToken(ctx context.Context, s *claimScope, lease backends.Lease) (int64, error) {
-	// The cached lock is usually current; if it is not, the write fails with a conflict and is
-	// retried once from a fresh read.
-	token, err := r.writeToken(ctx, s, s.lock.DeepCopy(), lease)
-	if apierrors.IsConflict(err) {
+	// An idle lock's cached copy is usually current. Right after a handoff it is not (the previous
+	// holder's release has just rewritten it), so start from a fresh read then. Either way a
+	// stale copy only costs a conflict and one retry from a fresh read.
+	lock := s.lock.DeepCopy()
+	if h := lock.Status.Holder; h != nil && h.Identity != lease.Identity {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.lock), lock); err != nil {
+			return 0, err
+		}
+	}
+	token, err := r.writeToken(ctx, s, lock, lease)
+	for attempt := 1; apierrors.IsConflict(err) && attempt < 4; attempt++ {
 		fresh := &locksv1alpha1.DistributedLock{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.lock), fresh); err != nil {
 			return 0, err

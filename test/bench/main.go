@@ -33,6 +33,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -131,7 +132,11 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 		if err := c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: lock}}); err != nil {
 			return err
 		}
-		time.Sleep(20 * time.Millisecond) // let the lock reconcile settle so that only the grant is timed
+		// Locks are made long before they are claimed: wait until this one is ready, so that only
+		// the grant is timed.
+		if err := waitLockReady(ctx, c, "bench", lock); err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: lock},
 			Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}); err != nil {
@@ -199,6 +204,19 @@ func watchHeld(ctx context.Context, c client.WithWatch, ns string) <-chan string
 		}
 	}()
 	return out
+}
+
+func waitLockReady(ctx context.Context, c client.Client, ns, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l := &locksv1alpha1.DistributedLock{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l); err == nil &&
+			meta.IsStatusConditionTrue(l.Status.Conditions, locksv1alpha1.ConditionReady) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("DistributedLock %s/%s not ready within 30 s", ns, name)
 }
 
 func waitFor(ctx context.Context, held <-chan string, name string) error {

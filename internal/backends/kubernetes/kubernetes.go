@@ -52,7 +52,7 @@ limitations under the License.
 //
 // # Lease values
 //
-// Lease.Version is the lock Lease's resourceVersion. It changes whenever the lock Lease is
+// Lease.Version is the lock Lease's resourceVersion and a digest of its holder. It changes whenever the lock Lease is
 // written: a new hold, a takeover, a reentrant TryAcquire, or a Renew that moves the lock into
 // this session or changes its TTL; batched renewals write only the session Lease and leave it
 // as it was. Lease.ExpireTime follows the rule above; Lease.TTL is the TTL asked for (Inspect
@@ -401,6 +401,19 @@ func leaseOf(key string, lock *coordinationv1.Lease, expire time.Time, ttl time.
 		TTL:         ttl,
 		AcquireTime: microTime(lock.Spec.AcquireTime),
 		ExpireTime:  expire,
-		Version:     lock.ResourceVersion,
+		Version:     versionOf(lock.ResourceVersion, holderOf(lock)),
 	}
+}
+
+// versionOf makes a Lease.Version from the lock Lease's resourceVersion and its holder, so that a
+// Version names one hold of one holder: Release can trust it without reading the Lease first.
+func versionOf(resourceVersion, holder string) string {
+	sum := sha256.Sum256([]byte(holder))
+	return resourceVersion + "/" + hex.EncodeToString(sum[:6])
+}
+
+// resourceVersionOf returns the resourceVersion in version if version was made for identity.
+func resourceVersionOf(version, identity string) (string, bool) {
+	rv, _, ok := strings.Cut(version, "/")
+	return rv, ok && rv != "" && version == versionOf(rv, identity)
 }

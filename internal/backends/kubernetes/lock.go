@@ -22,8 +22,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockwarden/lockwarden/internal/backends"
 )
@@ -37,6 +39,16 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	}
 	if err := checkArgs(key, identity, ttl); err != nil {
 		return backends.Lease{}, err
+	}
+	// Fast path: a free key usually has no Lease at all (release deletes it), so try to create
+	// one straight away; an existing Lease makes the create fail and the loop below decides.
+	now := b.clock.Now()
+	first := b.hold(nil, key, identity, ttl, now, false)
+	switch err := b.create(ctx, first); {
+	case err == nil:
+		return leaseOf(key, first, expireTime(first, nil), ttl), nil
+	case !apierrors.IsAlreadyExists(err):
+		return backends.Lease{}, fmt.Errorf("acquire %q: %w", key, err)
 	}
 	for range maxAttempts {
 		// The time is taken before the reads: a session renewed after we read it could make
@@ -102,6 +114,22 @@ func (b *Backend) hold(lock *coordinationv1.Lease, key, identity string, ttl tim
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	// Fast path: the Lease is still exactly the version this hold last wrote or saw, so it is
+	// ours; delete it under that resourceVersion. Any change since (expiry and takeover included)
+	// makes the delete fail and the loop below decide.
+	if rv, ok := resourceVersionOf(lease.Version, lease.Identity); ok {
+		current := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: b.namespace, Name: LeaseName(lease.Key), ResourceVersion: rv}}
+		err := b.call(ctx, fmt.Sprintf("cannot delete Lease %s/%s", b.namespace, current.Name), func(ctx context.Context) error {
+			return b.client.Delete(ctx, current, client.Preconditions{ResourceVersion: &rv})
+		})
+		switch {
+		case err == nil:
+			return nil
+		case !lostRace(err):
+			return fmt.Errorf("release %q: %w", lease.Key, err)
+		}
 	}
 	for range maxAttempts {
 		now := b.clock.Now()
