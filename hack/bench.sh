@@ -8,6 +8,5 @@ export CLUSTER_NAME=lockwarden-bench
 trap 'hack/local-cluster.sh down' EXIT
 KUBECONFIG=$(hack/local-cluster.sh up)
 export KUBECONFIG
-"$(hack/k8s-binaries.sh bin-dir)/kubectl" apply --server-side -k config/crd >/dev/null
-"$(hack/k8s-binaries.sh bin-dir)/kubectl" wait --for=condition=Established --timeout=60s crd --all >/dev/null
+hack/local-cluster.sh crds
 go run ./test/bench "$@"

@@ -21,9 +21,7 @@ trap cleanup EXIT
 kubectl get nodes
 
 say "Installing the lockwarden CRDs and starting the manager (log: $workdir/manager.log)"
-kubectl apply --server-side -k config/crd >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
-kubectl create namespace lockwarden-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+hack/local-cluster.sh crds
 go build -o "$workdir/manager" ./cmd/manager
 go build -o "$workdir/demo" ./hack/demo
 "$workdir/manager" --kubeconfig "$KUBECONFIG" --secret-namespace lockwarden-system \

@@ -7,6 +7,7 @@
 #   up          start the cluster (reusing it if it already runs) and print the kubeconfig path
 #   down        stop the cluster and delete its state
 #   kubeconfig  print the kubeconfig path
+#   crds        install the lockwarden CRDs (and the controller's namespace) into the running cluster
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -56,10 +57,22 @@ down() {
   log "cluster $CLUSTER_NAME stopped"
 }
 
+crds() {
+  local root k
+  root=$(cd "$here/.." && pwd)
+  k=(kubectl --kubeconfig "$kubeconfig")
+  "${k[@]}" apply --server-side -k "$root/config/crd" >/dev/null
+  "${k[@]}" wait --for=condition=Established --timeout=60s \
+    crd/lockbackends.locks.lockwarden.io crd/distributedlocks.locks.lockwarden.io crd/lockclaims.locks.lockwarden.io >/dev/null
+  "${k[@]}" create namespace lockwarden-system --dry-run=client -o yaml | "${k[@]}" apply -f - >/dev/null
+  log "lockwarden CRDs installed in cluster $CLUSTER_NAME"
+}
+
 case "${1:-}" in
   up) up ;;
+  crds) crds ;;
   down) down ;;
   kubeconfig) echo "$kubeconfig" ;;
   status) if running; then echo running; else echo stopped; exit 1; fi ;;
-  *) echo "usage: $0 up|down|kubeconfig|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|kubeconfig|crds|status" >&2; exit 2 ;;
 esac

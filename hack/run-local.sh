@@ -7,10 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(hack/k8s-binaries.sh bin-dir)
 kubeconfig=$(hack/local-cluster.sh up)
 export KUBECONFIG="$kubeconfig"
-"$bin/kubectl" apply --server-side -k config/crd >/dev/null
-"$bin/kubectl" wait --for=condition=Established --timeout=60s \
-  crd/lockbackends.locks.lockwarden.io crd/distributedlocks.locks.lockwarden.io crd/lockclaims.locks.lockwarden.io >/dev/null
-"$bin/kubectl" create namespace lockwarden-system --dry-run=client -o yaml | "$bin/kubectl" apply -f - >/dev/null
+hack/local-cluster.sh crds
 
 cat <<MSG
 

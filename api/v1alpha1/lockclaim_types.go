@@ -149,7 +149,7 @@ type LockClaimStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expireTime`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expireTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LockClaim struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -328,7 +328,12 @@ func (r *LockClaimReconciler) acquire(ctx context.Context, s *claimScope) (ctrl.
 	if holder := s.lock.Status.Holder; holder != nil && holder.Identity == s.hold.Identity {
 		if h, ok := r.Renewer.Lookup(s.hold); ok && !h.Lost {
 			r.Renewer.Track(s.hold.Backend, h.Lease, key)
-			r.granted(ctx, s, h.Lease, holder.FencingToken)
+			if holder.Claim == c.Name {
+				// Our own grant, whose status the cache has not shown us yet.
+				markHeld(c, h.Lease, holder.FencingToken, holder.AcquireTime.Time)
+			} else {
+				r.granted(ctx, s, h.Lease, holder.FencingToken)
+			}
 			return r.keepHoldRequeue(s), nil
 		}
 	}
