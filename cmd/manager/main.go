@@ -42,6 +42,8 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
+	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -199,6 +201,8 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 	}
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.secretNamespace}),
+		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
 		registry.WithWrapper(m.Instrument),
 	)
 	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers})

@@ -291,6 +291,17 @@ func (r *LockClaimReconciler) keepHold(ctx context.Context, s *claimScope) (ctrl
 			// Cannot resume now; try again, and give up when the hold expires.
 			return ctrl.Result{RequeueAfter: jitter(min(expire.Sub(s.now), 5*time.Second))}, nil
 		}
+		// Resume only a hold the backend still has for us: re-acquiring a key that was lost and is
+		// free again would hide that the lock was not held all along.
+		current, err := s.backend.Inspect(ctx, s.hold.Key)
+		switch {
+		case errors.Is(err, backends.ErrNotHeld):
+			return ctrl.Result{}, r.lose(ctx, s, "The backend no longer holds the lock for this holder")
+		case err != nil:
+			return ctrl.Result{}, fmt.Errorf("resuming hold of %s: %w", s.hold.Key, err)
+		case current.Identity != s.hold.Identity:
+			return ctrl.Result{}, r.lose(ctx, s, fmt.Sprintf("Another holder (%s) took the lock", current.Identity))
+		}
 		lease, err := s.backend.TryAcquire(ctx, s.hold.Key, s.hold.Identity, s.ttl)
 		switch {
 		case errors.Is(err, backends.ErrLocked):

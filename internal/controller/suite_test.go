@@ -45,6 +45,8 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/backends/fake"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
+	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -63,8 +65,9 @@ var (
 	scheme    = runtime.NewScheme()
 	k8sClient client.Client
 
-	// faultyStore backs every LockBackend of type Redis in this suite; each LockBackend gets its
-	// own session on it, as with a real store.
+	// faultyStore backs every LockBackend of type Etcd in this suite (the etcd backend is not
+	// built yet); each LockBackend gets its own session on it, as with a real store. LockBackends
+	// of type Redis and Redlock use the real backends against real redis-server processes.
 	faultyStore = &faultyBackends{store: fake.New()}
 
 	mgrMu     sync.Mutex
@@ -135,9 +138,11 @@ func startManager() {
 	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendRedis, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
+		registry.WithFactory(locksv1alpha1.BackendEtcd, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
 			return faultyStore.newSession(), nil
 		}),
+		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
 		registry.WithWrapper(m.Instrument),
 	)
 	Expect(controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, ProbeInterval: time.Second})).To(Succeed())

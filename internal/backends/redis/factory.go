@@ -1,0 +1,75 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/internal/tlsconfig"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+)
+
+var _ registry.Factory = Factory
+
+// Factory opens a session with the Redis server that a LockBackend of type Redis describes,
+// with the default options. Register it with registry.WithFactory(locksv1alpha1.BackendRedis,
+// redis.Factory).
+func Factory(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
+	return NewFactory()(ctx, spec, secrets)
+}
+
+// NewFactory returns a Factory whose sessions get opts (e.g. WithClock).
+func NewFactory(opts ...Option) registry.Factory {
+	return func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
+		cfg, err := ConfigFromSpec(ctx, spec, secrets)
+		if err != nil {
+			return nil, err
+		}
+		b, err := New(cfg, opts...)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return b, nil
+	}
+}
+
+// ConfigFromSpec reads the redis member of spec, and the password and TLS material from the
+// Secrets it names, into a Config. Errors about Secrets wrap registry.ErrSecret.
+func ConfigFromSpec(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (Config, error) {
+	r := spec.Redis
+	if r == nil {
+		return Config{}, errors.New("redis backend: spec.redis is not set")
+	}
+	cfg := Config{Address: string(r.Address), DB: int(r.DB)}
+	if ref := r.PasswordSecretRef; ref != nil {
+		pw, err := secrets.Read(ctx, *ref)
+		if err != nil {
+			return Config{}, fmt.Errorf("redis backend: spec.redis.passwordSecretRef: %w", err)
+		}
+		cfg.Password = string(pw)
+	}
+	tlsCfg, err := tlsconfig.Build(ctx, r.TLS, secrets)
+	if err != nil {
+		return Config{}, fmt.Errorf("redis backend: spec.redis.%w", err)
+	}
+	cfg.TLS = tlsCfg
+	return cfg, nil
+}

@@ -1,0 +1,138 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
+)
+
+// The handoff story on real redis-server processes, through the real Redis and Redlock backends.
+
+// newReadyBackend creates a LockBackend and waits until its probe succeeds.
+func newReadyBackend(spec locksv1alpha1.LockBackendSpec) string {
+	GinkgoHelper()
+	lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "real-"}, Spec: spec}
+	Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(lb.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue(),
+			"conditions: %+v", lb.Status.Conditions)
+	}).Should(Succeed())
+	return lb.Name
+}
+
+// handoffStory grants claims for three pods in order on lock, hands over on pod death and claim
+// deletion, and checks that the tokens increase.
+func handoffStory(backend string) {
+	GinkgoHelper()
+	ns := newNamespace()
+	newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backend })
+	pods := []*corev1.Pod{newPod(ns, "p0"), newPod(ns, "p1"), newPod(ns, "p2")}
+	for i, p := range pods {
+		newClaim(ns, "c"+string(rune('0'+i)), "db", p.Name)
+	}
+	Eventually(phaseOf(ns, "c0")).Should(Equal(held))
+	Eventually(acquired(ns, "c2")).Should(Equal("False/Queued"))
+	t0 := claimOf(ns, "c0")(Default).Status.FencingToken
+
+	deleteNow(pods[0]) // pod death
+	Eventually(phaseOf(ns, "c1")).Should(Equal(held))
+	t1 := claimOf(ns, "c1")(Default).Status.FencingToken
+	Expect(t1).To(BeNumerically(">", t0))
+
+	deleteNow(claimOf(ns, "c1")(Default)) // claim deleted
+	Eventually(phaseOf(ns, "c2")).Should(Equal(held))
+	Expect(claimOf(ns, "c2")(Default).Status.FencingToken).To(BeNumerically(">", t1))
+}
+
+var _ = Describe("The Redis backend on a real redis-server", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+		server := redistest.Start(GinkgoTB(), redistest.Options{})
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		handoffStory(name)
+	})
+
+	It("reports a dead address as not Ready with the dial error and grants nothing", func() {
+		dead := redistest.Start(GinkgoTB(), redistest.Options{})
+		addr := dead.Addr()
+		dead.Kill()
+		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-"},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+				Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(addr)}}}
+		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(BeEquivalentTo("False"))
+			g.Expect(ready.Reason).To(Equal(locksv1alpha1.ReasonBackendUnreachable))
+			g.Expect(ready.Message).To(ContainSubstring(addr))
+			g.Expect(ready.Message).To(ContainSubstring("connection refused"))
+		}).Should(Succeed())
+
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
+		newClaim(ns, "c", "db", "")
+		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
+		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+	})
+
+	It("reports a lock lost when Redis restarts without persistence, and never reuses a token", func() {
+		server := redistest.Start(GinkgoTB(), redistest.Options{})
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = name })
+		newClaim(ns, "a", "db", "")
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+		newClaim(ns, "b", "db", "")
+		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
+		tokenA := claimOf(ns, "a")(Default).Status.FencingToken
+
+		server.Kill()
+		server.Restart() // empty: --save "" --appendonly no
+		Eventually(phaseOf(ns, "a")).WithTimeout(20 * time.Second).Should(Equal(locksv1alpha1.ClaimLost))
+		Expect(acquired(ns, "a")()).To(Equal("False/RenewFailed"))
+		Eventually(phaseOf(ns, "b")).WithTimeout(20 * time.Second).Should(Equal(held))
+		Expect(claimOf(ns, "b")(Default).Status.FencingToken).To(BeNumerically(">", tokenA))
+	})
+})
+
+var _ = Describe("The Redlock backend on three real redis-servers", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+		servers := redistest.StartN(GinkgoTB(), 3, redistest.Options{})
+		var addrs []locksv1alpha1.HostPort
+		for _, s := range servers {
+			addrs = append(addrs, locksv1alpha1.HostPort(s.Addr()))
+		}
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedlock,
+			Redlock: &locksv1alpha1.RedlockBackend{Addresses: addrs}})
+		handoffStory(name)
+	})
+})
