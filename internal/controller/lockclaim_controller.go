@@ -783,7 +783,8 @@ func (r *LockClaimReconciler) queueWaker() handler.EventHandler {
 			if i == 0 {
 				q.Add(req)
 			} else {
-				q.AddAfter(req, queuePositionRefresh)
+				// Spread the refreshes out (20 a second), so that they never crowd out a grant.
+				q.AddAfter(req, queuePositionRefresh+time.Duration(i)*50*time.Millisecond)
 			}
 		}
 	}

@@ -26,12 +26,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,10 +50,14 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
+
+// backendList names the external backends to measure.
+var backendList = map[string]bool{}
 
 func main() {
 	grants := flag.Int("grants", 100, "uncontended grants to time")
@@ -57,6 +66,7 @@ func main() {
 	burst := flag.Int("burst", 100, "manager API client burst")
 	workers := flag.Int("workers", 4, "LockClaim workers")
 	logFile := flag.String("log", "", "write the manager's log to this file (default: discard)")
+	extra := flag.String("backends", "redis", "external backends to measure beside the built-in one (comma-separated: redis; empty for none)")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
 	if *logFile != "" {
@@ -67,6 +77,11 @@ func main() {
 		}
 		defer f.Close()
 		ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+	}
+	for _, name := range strings.Split(*extra, ",") {
+		if name != "" {
+			backendList[name] = true
+		}
 	}
 	if err := run(*grants, *handoffs, *qps, *burst, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -104,7 +119,8 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 	}
 	m := metrics.New(nil)
 	_ = m.Register(prometheus.NewRegistry())
-	reg := registry.New(builtin, registry.WithWrapper(m.Instrument))
+	reg := registry.New(builtin, registry.WithWrapper(m.Instrument),
+		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory))
 	if err := controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: workers}); err != nil {
 		return err
 	}
@@ -123,13 +139,62 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 	defer c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
 	held := watchHeld(ctx, c, "bench")
 
-	fmt.Printf("lockwarden bench: built-in kubernetes backend, manager QPS %.0f burst %d, %d claim workers, GOMAXPROCS from the machine\n", qps, burst, workers)
+	fmt.Printf("lockwarden bench: manager QPS %.0f burst %d, %d claim workers, %d grants and %d handoffs per backend\n",
+		qps, burst, workers, grants, handoffs)
+	b := &bench{c: c, held: held, grants: grants, handoffs: handoffs}
+
+	fmt.Println("backend kubernetes (built-in):")
+	if err := b.run(ctx, "k8s", locksv1alpha1.BuiltinBackendName); err != nil {
+		return err
+	}
+
+	if backendList["redis"] {
+		addr, stop, err := startRedis()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Printf("backend redis (redis-server on %s):\n", addr)
+		if err := rawRedis(ctx, addr, grants); err != nil {
+			return err
+		}
+		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-redis"},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+				Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(addr)}}}
+		if err := c.Create(ctx, lb); err != nil {
+			return err
+		}
+		defer c.Delete(context.Background(), lb)
+		if err := b.run(ctx, "redis", lb.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bench times grants and handoffs through the controller on one backend.
+type bench struct {
+	c                client.Client
+	held             <-chan string
+	grants, handoffs int
+}
+
+func (b *bench) run(ctx context.Context, prefix, backend string) error {
+	c := b.c
+	newLock := func(name string) error {
+		return c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+			Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: backend}}})
+	}
+	newClaim := func(name, lock string) error {
+		return c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: lock}})
+	}
 
 	// Grant latency: one claim at a time on its own free lock.
 	var grantLat []time.Duration
-	for i := range grants {
-		lock := fmt.Sprintf("grant-%d", i)
-		if err := c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: lock}}); err != nil {
+	for i := range b.grants {
+		lock := fmt.Sprintf("%s-grant-%d", prefix, i)
+		if err := newLock(lock); err != nil {
 			return err
 		}
 		// Locks are made long before they are claimed: wait until this one is ready, so that only
@@ -138,11 +203,10 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 			return err
 		}
 		start := time.Now()
-		if err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: lock},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}); err != nil {
+		if err := newClaim(lock, lock); err != nil {
 			return err
 		}
-		if err := waitFor(ctx, held, lock); err != nil {
+		if err := waitFor(ctx, b.held, lock); err != nil {
 			return err
 		}
 		grantLat = append(grantLat, time.Since(start))
@@ -150,18 +214,21 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 	report("grant latency (claim created → Acquired)", grantLat)
 
 	// Handoffs on one hot lock: queue every claim, then delete each holder in turn.
-	if err := c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "hot"}}); err != nil {
+	hot := prefix + "-hot"
+	if err := newLock(hot); err != nil {
 		return err
 	}
-	names := make([]string, handoffs+1)
+	if err := waitLockReady(ctx, c, "bench", hot); err != nil {
+		return err
+	}
+	names := make([]string, b.handoffs+1)
 	for i := range names {
-		names[i] = fmt.Sprintf("hot-%04d", i)
-		if err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i]},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: "hot"}}); err != nil {
+		names[i] = fmt.Sprintf("%s-%04d", hot, i)
+		if err := newClaim(names[i], hot); err != nil {
 			return err
 		}
 	}
-	if err := waitFor(ctx, held, names[0]); err != nil {
+	if err := waitFor(ctx, b.held, names[0]); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // let the queue settle
@@ -172,14 +239,75 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 		if err := c.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i-1]}}); err != nil {
 			return err
 		}
-		if err := waitFor(ctx, held, names[i]); err != nil {
+		if err := waitFor(ctx, b.held, names[i]); err != nil {
 			return err
 		}
 		handoffLat = append(handoffLat, time.Since(start))
 	}
 	elapsed := time.Since(began)
 	report("graceful handoff latency (holder deleted → next Acquired)", handoffLat)
-	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput", float64(len(handoffLat))/elapsed.Seconds(), len(handoffLat), elapsed.Round(time.Millisecond), len(names))
+	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput",
+		float64(len(handoffLat))/elapsed.Seconds(), len(handoffLat), elapsed.Round(time.Millisecond), len(names))
+	return nil
+}
+
+// startRedis runs a throwaway redis-server on a free loopback port and returns a function that
+// stops it by process id.
+func startRedis() (string, func(), error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, fmt.Errorf("redis-server not found (apt-get install -y redis-server): %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, err := os.MkdirTemp("", "lockwarden-bench-redis")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = os.RemoveAll(dir) }
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	for range 100 {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return addr, stop, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
+}
+
+// rawRedis times the classic Redis lock by hand on the same server: SET NX PX to take it and an
+// owner-checked Lua DEL to release it, the floor under what the controller adds.
+func rawRedis(ctx context.Context, addr string, n int) error {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	release := goredis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
+	var acquire, free []time.Duration
+	for i := range n * 10 {
+		key := fmt.Sprintf("bench/raw/%d", i)
+		start := time.Now()
+		if err := rdb.SetNX(ctx, key, "me", 30*time.Second).Err(); err != nil {
+			return err
+		}
+		acquire = append(acquire, time.Since(start))
+		start = time.Now()
+		if err := release.Run(ctx, rdb, []string{key}, "me").Err(); err != nil {
+			return err
+		}
+		free = append(free, time.Since(start))
+	}
+	report("raw SET NX PX (same server, no controller)", acquire)
+	report("raw owner-checked Lua release (same server, no controller)", free)
 	return nil
 }
 
@@ -238,7 +366,7 @@ func waitFor(ctx context.Context, held <-chan string, name string) error {
 func report(what string, d []time.Duration) {
 	slices.Sort(d)
 	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	fmt.Printf("  %-58s p50 %7.1f ms   p99 %7.1f ms   max %7.1f ms   (n=%d)\n", what,
+	fmt.Printf("  %-58s p50 %8.2f ms   p99 %8.2f ms   max %8.2f ms   (n=%d)\n", what,
 		ms(q(0.50)), ms(q(0.99)), ms(d[len(d)-1]), len(d))
 }
 
