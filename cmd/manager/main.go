@@ -41,6 +41,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
@@ -203,6 +204,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.secretNamespace}),
 		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
 		registry.WithWrapper(m.Instrument),
 	)
 	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers})

@@ -117,8 +117,8 @@ var _ = Describe("An external backend", func() {
 		ns = newNamespace()
 		lb := &locksv1alpha1.LockBackend{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "faulty-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
-				Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{"127.0.0.1:2379"}}},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+				ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{"127.0.0.1:2181"}}},
 		}
 		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
@@ -187,8 +187,8 @@ var _ = Describe("Backends a lock may not use", func() {
 		ns := newNamespace()
 		lb := &locksv1alpha1.LockBackend{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "restricted-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
-				Etcd:              &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{"127.0.0.1:2379"}},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+				ZooKeeper:         &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{"127.0.0.1:2181"}},
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}},
 		}
 		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())

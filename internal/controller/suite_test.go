@@ -43,6 +43,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
 	"github.com/lockwarden/lockwarden/internal/backends/fake"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
@@ -65,9 +66,9 @@ var (
 	scheme    = runtime.NewScheme()
 	k8sClient client.Client
 
-	// faultyStore backs every LockBackend of type Etcd in this suite (the etcd backend is not
+	// faultyStore backs every LockBackend of type ZooKeeper in this suite (that backend is not
 	// built yet); each LockBackend gets its own session on it, as with a real store. LockBackends
-	// of type Redis and Redlock use the real backends against real redis-server processes.
+	// of type Redis, Redlock and Etcd use the real backends against real server processes.
 	faultyStore = &faultyBackends{store: fake.New()}
 
 	mgrMu     sync.Mutex
@@ -138,9 +139,10 @@ func startManager() {
 	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendEtcd, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
+		registry.WithFactory(locksv1alpha1.BackendZooKeeper, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
 			return faultyStore.newSession(), nil
 		}),
+		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
 		registry.WithWrapper(m.Instrument),

@@ -17,6 +17,7 @@ limitations under the License.
 package controller_test
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,10 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 )
 
-// The handoff story on real redis-server processes, through the real Redis and Redlock backends.
+// The handoff story on real server processes, through the real Redis, Redlock and etcd backends.
 
 // newReadyBackend creates a LockBackend and waits until its probe succeeds.
 func newReadyBackend(spec locksv1alpha1.LockBackendSpec) string {
@@ -134,5 +136,37 @@ var _ = Describe("The Redlock backend on three real redis-servers", func() {
 		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedlock,
 			Redlock: &locksv1alpha1.RedlockBackend{Addresses: addrs}})
 		handoffStory(name)
+	})
+})
+
+var _ = Describe("The etcd backend on a real etcd", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+		member := etcdtest.Start(GinkgoTB())
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}})
+		handoffStory(name)
+	})
+
+	It("reports a dead endpoint as not Ready and grants nothing", func() {
+		member := etcdtest.Start(GinkgoTB())
+		endpoint := member.Endpoint()
+		member.Kill()
+		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-etcd-"},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+				Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}}}
+		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(BeEquivalentTo("False"))
+			g.Expect(ready.Message).To(ContainSubstring(strings.TrimPrefix(endpoint, "http://")))
+		}).Should(Succeed())
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
+		newClaim(ns, "c", "db", "")
+		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
+		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
 	})
 })
