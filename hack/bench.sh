@@ -9,4 +9,4 @@ trap 'hack/local-cluster.sh down' EXIT
 KUBECONFIG=$(hack/local-cluster.sh up)
 export KUBECONFIG
 hack/local-cluster.sh crds
-go run ./test/bench "$@"
+ETCD_BINARY="$(hack/k8s-binaries.sh bin-dir)/etcd" go run ./test/bench "$@"

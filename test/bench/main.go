@@ -37,6 +37,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	uberzap "go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +51,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
@@ -66,7 +69,7 @@ func main() {
 	burst := flag.Int("burst", 100, "manager API client burst")
 	workers := flag.Int("workers", 4, "LockClaim workers")
 	logFile := flag.String("log", "", "write the manager's log to this file (default: discard)")
-	extra := flag.String("backends", "redis", "external backends to measure beside the built-in one (comma-separated: redis; empty for none)")
+	extra := flag.String("backends", "redis,etcd", "external backends to measure beside the built-in one (comma-separated: redis,etcd; empty for none)")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
 	if *logFile != "" {
@@ -120,7 +123,8 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 	m := metrics.New(nil)
 	_ = m.Register(prometheus.NewRegistry())
 	reg := registry.New(builtin, registry.WithWrapper(m.Instrument),
-		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory))
+		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory))
 	if err := controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: workers}); err != nil {
 		return err
 	}
@@ -166,6 +170,27 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 		}
 		defer c.Delete(context.Background(), lb)
 		if err := b.run(ctx, "redis", lb.Name); err != nil {
+			return err
+		}
+	}
+	if backendList["etcd"] {
+		endpoint, stop, err := startEtcd()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Printf("backend etcd (one member on %s):\n", endpoint)
+		if err := rawEtcd(ctx, endpoint, grants); err != nil {
+			return err
+		}
+		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-etcd"},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+				Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}}}
+		if err := c.Create(ctx, lb); err != nil {
+			return err
+		}
+		defer c.Delete(context.Background(), lb)
+		if err := b.run(ctx, "etcd", lb.Name); err != nil {
 			return err
 		}
 	}
@@ -284,6 +309,88 @@ func startRedis() (string, func(), error) {
 	}
 	stop()
 	return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
+}
+
+// startEtcd runs a throwaway single-member etcd (ETCD_BINARY, set by hack/bench.sh) on free
+// loopback ports and returns its client URL and a function that stops it by process id.
+func startEtcd() (string, func(), error) {
+	bin := os.Getenv("ETCD_BINARY")
+	if bin == "" {
+		return "", nil, fmt.Errorf("ETCD_BINARY is not set; run through make bench")
+	}
+	ports := make([]int, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", nil, err
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	dir, err := os.MkdirTemp("", "lockwarden-bench-etcd")
+	if err != nil {
+		return "", nil, err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	cmd := exec.Command(bin, "--name", "bench", "--data-dir", dir,
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "bench="+peer, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = os.RemoveAll(dir) }
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: uberzap.NewNop()})
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	defer cli.Close()
+	for range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			return client, stop, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	return "", nil, fmt.Errorf("etcd on %s did not answer", client)
+}
+
+// rawEtcd times the etcd lock by hand on the same member: a put-if-absent transaction on a
+// leased key to take it and a delete-if-ours transaction to release it.
+func rawEtcd(ctx context.Context, endpoint string, n int) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: uberzap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		return err
+	}
+	var acquire, free []time.Duration
+	for i := range n * 10 {
+		key := fmt.Sprintf("bench/raw/%d", i)
+		start := time.Now()
+		if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, "me", clientv3.WithLease(lease.ID))).Commit(); err != nil {
+			return err
+		}
+		acquire = append(acquire, time.Since(start))
+		start = time.Now()
+		if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", "me")).
+			Then(clientv3.OpDelete(key)).Commit(); err != nil {
+			return err
+		}
+		free = append(free, time.Since(start))
+	}
+	report("raw put-if-absent txn (same member, no controller)", acquire)
+	report("raw delete-if-ours txn (same member, no controller)", free)
+	return nil
 }
 
 // rawRedis times the classic Redis lock by hand on the same server: SET NX PX to take it and an
