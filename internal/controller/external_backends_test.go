@@ -29,6 +29,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
+	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 
 // The handoff story on real server processes, through the real Redis, Redlock and etcd backends.
@@ -168,5 +169,17 @@ var _ = Describe("The etcd backend on a real etcd", func() {
 		newClaim(ns, "c", "db", "")
 		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
 		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+	})
+})
+
+var _ = Describe("The ZooKeeper backend on a real ZooKeeper", func() {
+	zkBackend := func(server *zktest.Server) locksv1alpha1.LockBackendSpec {
+		return locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())},
+				SessionTimeoutSeconds: 4}}
+	}
+
+	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+		handoffStory(newReadyBackend(zkBackend(zktest.Start(GinkgoTB()))))
 	})
 })

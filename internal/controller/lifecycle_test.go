@@ -117,8 +117,7 @@ var _ = Describe("An external backend", func() {
 		ns = newNamespace()
 		lb := &locksv1alpha1.LockBackend{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "faulty-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
-				ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{"127.0.0.1:2181"}}},
+			Spec:       locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: faultySQL},
 		}
 		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
@@ -187,8 +186,7 @@ var _ = Describe("Backends a lock may not use", func() {
 		ns := newNamespace()
 		lb := &locksv1alpha1.LockBackend{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "restricted-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
-				ZooKeeper:         &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{"127.0.0.1:2181"}},
+			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: faultySQL,
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}},
 		}
 		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
@@ -202,6 +200,12 @@ var _ = Describe("Backends a lock may not use", func() {
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(locksv1alpha1.ReasonNamespaceNotAllowed))
 		}).Should(Succeed())
+		Eventually(acquired(ns, "a")).Should(Equal("False/BackendUnavailable"))
 		Consistently(phaseOf(ns, "a")).WithTimeout(time.Second).Should(Equal(pending))
 	})
 })
+
+// faultySQL configures a LockBackend served by the in-memory faultyStore (see suite_test.go).
+var faultySQL = &locksv1alpha1.SQLBackend{Driver: locksv1alpha1.SQLDriverPostgres,
+	DSNSecretRef: locksv1alpha1.SecretKeySelector{
+		SecretReference: locksv1alpha1.SecretReference{Name: "unused", Namespace: controllerNamespace}, Key: "dsn"}}

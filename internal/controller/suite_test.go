@@ -49,6 +49,7 @@ import (
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
@@ -66,9 +67,9 @@ var (
 	scheme    = runtime.NewScheme()
 	k8sClient client.Client
 
-	// faultyStore backs every LockBackend of type ZooKeeper in this suite (that backend is not
-	// built yet); each LockBackend gets its own session on it, as with a real store. LockBackends
-	// of type Redis, Redlock and Etcd use the real backends against real server processes.
+	// faultyStore backs every LockBackend of type SQL in this suite (that backend is not built
+	// yet); each LockBackend gets its own session on it, as with a real store. LockBackends of
+	// type Redis, Redlock, Etcd and ZooKeeper use the real backends against real server processes.
 	faultyStore = &faultyBackends{store: fake.New()}
 
 	mgrMu     sync.Mutex
@@ -139,9 +140,10 @@ func startManager() {
 	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendZooKeeper, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
+		registry.WithFactory(locksv1alpha1.BackendSQL, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
 			return faultyStore.newSession(), nil
 		}),
+		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),

@@ -1,0 +1,904 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package zookeeper keeps locks on a ZooKeeper ensemble as ephemeral nodes of the controller's
+// session. ZAB makes every write durable on a quorum before it is acknowledged.
+//
+// # Nodes
+//
+// Each key has a guard node, Root + "/" + url.PathEscape(key) ('/' in a key is escaped, so that
+// every key is one node directly under Root, whose parents are created once, persistently). The
+// guard is a CONTAINER node (ZooKeeper deletes it some time, by default a minute, after it is
+// left empty). The lock itself is the EPHEMERAL node LockNodeName under the guard. Its data is a
+// small JSON record, not the bare identity: the holder identity, when the hold began, when it
+// expires and its TTL. Lease.Version is the lock node's Czxid, in decimal.
+//
+// Why a guard: ZooKeeper's conditional writes compare a node's data version only, and a node
+// deleted and created again starts at the same versions, so "delete the node I read, at version
+// v" could delete the next holder's node (this happened under the conformance suite's races).
+// Every write that replaces or deletes a lock node therefore also sets the guard's data at the
+// version read before the lock node, in the same Multi, and every in-place write checks it: a
+// write based on a stale read fails and is retried after reading again.
+//
+// With Config.DigestAuth the session authenticates with the digest scheme and creates Root, its
+// parents, every guard and every lock node with the ACL "auth" (all permissions for the creating
+// user, i.e. CREATOR_ALL) plus world read, so that other ZooKeeper clients can read but neither
+// create, delete nor change our nodes (ZooKeeper checks create and delete against the parent's
+// ACL, which is Root's for guards and the guard's for lock nodes). Without
+// it nodes are open to everyone (OPEN_ACL_UNSAFE).
+//
+// # Lifetime: session and TTL
+//
+// A lock lives while both hold: the session that owns its node is alive (ZooKeeper deletes the
+// ephemeral node when the session expires or is closed), and its recorded ExpireTime has not
+// passed. The session is kept alive by the client library's heartbeats, whatever Renew does; the
+// per-lock TTL is enforced by the readers of the record (TryAcquire, Renew, Inspect, Release treat
+// an expired record as a free lock, and TryAcquire replaces it atomically by version). So a
+// controller that stops renewing loses its locks after the TTL even though its session lives on,
+// and a controller that dies loses them after the session timeout or the TTL, whichever is
+// first. ExpireTime is computed by the session's clock: controllers that share locks must have
+// roughly synchronized clocks, and holders must use fencing tokens anyway.
+//
+// TryAcquire is one Multi that bumps the guard, creates the node and sets its data again (the
+// SetData answers with the Stat, and so the Czxid, which Create does not return), one round
+// trip; one more to create the guard the first time a key is used. If the node exists it reads
+// the guard and the node (two more): the same identity, unexpired, on this session is refreshed by
+// a versioned SetData (reentrancy); on another session (a restarted controller resuming) it is
+// moved to this session by one Multi of Delete (with the read version), Create and SetData,
+// keeping AcquireTime but getting a new Czxid; an expired record is replaced the same way, as a
+// new hold; anything else is a *backends.LockedError.
+//
+// Renew is one Multi per 100 leases, of a guard version Check and a versioned SetData (extending
+// the record) per lease, when the session wrote every one of those nodes last and its cached
+// versions are current: the steady state of a controller renewing its own locks costs one round
+// trip however many locks (the Multi also proves the session alive). When a node changed since
+// (another session, an expired session, a resumed hold) that whole chunk falls back to reading
+// and writing each of its leases, three requests per lease (guard, node, write), sent
+// concurrently over the one connection: honest cost O(n) requests but about three round trips of
+// latency. A lease is lost when its node is gone (the session that owned it
+// expired), holds another identity, records another AcquireTime (a new hold), or has expired.
+// Lost locks are never revived.
+//
+// Close closes the session: ZooKeeper deletes its ephemeral nodes at once, so every lock of the
+// session is freed, unlike backends whose locks outlive a closed session by their TTL. A
+// controller that crashes instead keeps its locks for the session timeout, during which a
+// restarted controller resumes them.
+//
+// Session expiry: the client library notices it when it reconnects and opens a new session; the
+// nodes of the old one are gone, so the next Renew reports every lock of the old session lost.
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"k8s.io/utils/clock"
+
+	"github.com/lockwarden/lockwarden/internal/backends"
+)
+
+const (
+	// DefaultRoot is the parent of every lock node unless Config.Root says otherwise.
+	DefaultRoot = "/lockwarden"
+	// DefaultSessionTimeout is the session timeout asked for unless Config.SessionTimeout says
+	// otherwise; the server clamps it to 2 to 20 ticks.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultCallTimeout bounds each call unless WithCallTimeout says otherwise: far below the
+	// minimum lock TTL of 5 s.
+	DefaultCallTimeout = 2 * time.Second
+	// PingNodePrefix starts the name of the ephemeral node Ping creates and deletes under Root.
+	// ';' is always escaped in lock nodes' names, so a probe never meets a lock.
+	PingNodePrefix = "ping;"
+	// LockNodeName is the name of the ephemeral lock node under a key's guard node.
+	LockNodeName = "lock"
+)
+
+const (
+	// renewChunk is how many SetData ops one renewal Multi carries.
+	renewChunk = 100
+	// attempts bounds how often one call retries after losing a race on a node's version.
+	attempts = 5
+)
+
+// Config says how to reach the ensemble.
+type Config struct {
+	// Servers are host:port addresses of the ensemble's members.
+	Servers []string
+	// SessionTimeout is asked of the server. Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// DigestAuth is "user:password" for digest authentication; empty for none. It never
+	// appears in errors.
+	DigestAuth string
+	// Root is the absolute path under which lock nodes live. Default DefaultRoot.
+	Root string
+}
+
+// Option configures New.
+type Option func(*Backend)
+
+// WithClock sets the clock that acquire and expiry times are computed with. Default: the real
+// clock.
+func WithClock(c clock.PassiveClock) Option {
+	return func(b *Backend) { b.clock = c }
+}
+
+// WithCallTimeout sets the timeout of each call (connecting included). Default
+// DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option {
+	return func(b *Backend) { b.callTimeout = d }
+}
+
+// Backend is one ZooKeeper session. It is safe for concurrent use.
+type Backend struct {
+	cfg         Config
+	clock       clock.PassiveClock
+	callTimeout time.Duration
+	// acl is put on every node the session creates.
+	acl []zk.ACL
+	// pingNode is this session's probe node.
+	pingNode string
+
+	// requests counts requests sent (see RoundTrips).
+	requests atomic.Int64
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	closed bool
+	// conn is connected on first use.
+	conn *zk.Conn
+	// authed is set once DigestAuth was accepted (or when there is none).
+	authed bool
+	// rootReady is set once Root and its parents exist.
+	rootReady bool
+	// state is the session's last state, for error messages.
+	state zk.State
+	// written caches what the session last wrote to each lock node, by path.
+	written map[string]written
+	// authMu serializes authenticating.
+	authMu sync.Mutex
+}
+
+// written is what the session last wrote to a lock node.
+type written struct {
+	rec     record
+	version int32
+	czxid   int64
+	session int64
+	// guard is the guard node's data version after the write.
+	guard int32
+}
+
+// record is a lock node's data.
+type record struct {
+	Holder      string    `json:"holder"`
+	AcquireTime time.Time `json:"acquireTime"`
+	ExpireTime  time.Time `json:"expireTime"`
+	TTLMillis   int64     `json:"ttlMillis"`
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// New returns a session with the ensemble at cfg.Servers. It does not connect: the first call
+// does, and Ping checks that the ensemble can be reached, authenticated with and written to.
+func New(cfg Config, opts ...Option) (*Backend, error) {
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.Root == "" {
+		cfg.Root = DefaultRoot
+	}
+	b := &Backend{cfg: cfg, clock: clock.RealClock{}, callTimeout: DefaultCallTimeout, written: map[string]written{}}
+	for _, opt := range opts {
+		opt(b)
+	}
+	switch {
+	case len(cfg.Servers) == 0:
+		return nil, errors.New("zookeeper backend: Config.Servers is required")
+	case cfg.SessionTimeout < 0:
+		return nil, fmt.Errorf("zookeeper backend: the session timeout must be positive, got %s", cfg.SessionTimeout)
+	case !strings.HasPrefix(cfg.Root, "/") || strings.HasSuffix(cfg.Root, "/") || strings.Contains(cfg.Root, "//"):
+		return nil, fmt.Errorf("zookeeper backend: Config.Root must be an absolute node path without a trailing '/', got %q", cfg.Root)
+	case cfg.DigestAuth != "" && !strings.Contains(cfg.DigestAuth, ":"):
+		return nil, errors.New("zookeeper backend: the digest credentials must have the form user:password")
+	case b.clock == nil:
+		return nil, errors.New("zookeeper backend: the clock must not be nil")
+	case b.callTimeout <= 0:
+		return nil, fmt.Errorf("zookeeper backend: the call timeout must be positive, got %s", b.callTimeout)
+	}
+	for _, s := range cfg.Servers {
+		if s == "" {
+			return nil, errors.New("zookeeper backend: servers must not be empty")
+		}
+	}
+	b.acl = zk.WorldACL(zk.PermAll)
+	if cfg.DigestAuth != "" {
+		b.acl = append(zk.AuthACL(zk.PermAll), zk.WorldACL(zk.PermRead)...)
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id) // crypto/rand.Read never fails
+	b.pingNode = cfg.Root + "/" + PingNodePrefix + hex.EncodeToString(id)
+	return b, nil
+}
+
+// RoundTrips returns how many requests the session has sent (connecting and authenticating not
+// included), failed ones included.
+func (b *Backend) RoundTrips() int64 { return b.requests.Load() }
+
+// guardPath is key's guard node, the parent of its lock node.
+func (b *Backend) guardPath(key string) string {
+	name := url.PathEscape(key)
+	switch name { // ZooKeeper refuses the path components "." and ".."
+	case ".":
+		name = "%2E"
+	case "..":
+		name = "%2E%2E"
+	}
+	return b.cfg.Root + "/" + name
+}
+
+// nodePath is key's lock node.
+func (b *Backend) nodePath(key string) string { return b.guardPath(key) + "/" + LockNodeName }
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// session returns the session's connection, connecting and authenticating on first use.
+func (b *Backend) session(ctx context.Context) (*zk.Conn, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, errors.New("zookeeper backend: session is closed")
+	}
+	if b.conn == nil {
+		c, events, err := zk.Connect(b.cfg.Servers, b.cfg.SessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+		if err != nil {
+			b.mu.Unlock()
+			return nil, b.wrap("connecting", err)
+		}
+		b.conn, b.authed = c, b.cfg.DigestAuth == ""
+		go b.watchSession(events)
+	}
+	c, authed := b.conn, b.authed
+	b.mu.Unlock()
+	if authed {
+		return c, nil
+	}
+	b.authMu.Lock()
+	defer b.authMu.Unlock()
+	b.mu.Lock()
+	authed = b.authed
+	b.mu.Unlock()
+	if authed {
+		return c, nil
+	}
+	err := b.call(ctx, c, "authenticating with digest credentials", false, func() error {
+		return c.AddAuth("digest", []byte(b.cfg.DigestAuth))
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.authed = true
+	b.mu.Unlock()
+	return c, nil
+}
+
+// watchSession follows the session's events until the connection is closed: it records the
+// state for error messages and forgets what the session wrote when the session expired (its
+// ephemeral nodes are gone).
+func (b *Backend) watchSession(events <-chan zk.Event) {
+	for ev := range events {
+		if ev.Type != zk.EventSession {
+			continue
+		}
+		b.mu.Lock()
+		b.state = ev.State
+		if ev.State == zk.StateExpired {
+			b.written = map[string]written{}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// call runs one request of the client library, which takes no context, bounded by the call
+// timeout and ctx. On timeout the request is abandoned; the library finishes it in the background.
+func (b *Backend) call(ctx context.Context, c *zk.Conn, op string, count bool, f func() error) error {
+	if count {
+		b.requests.Add(1)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return b.wrap(op, err)
+		}
+		return nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		state := b.state
+		b.mu.Unlock()
+		if state == zk.StateUnknown {
+			state = c.State()
+		}
+		return b.wrap(op, fmt.Errorf("no answer (session state %s): %w", state, ctx.Err()))
+	}
+}
+
+// wrap makes an error name the ensemble and the operation; it never contains the credentials.
+func (b *Backend) wrap(op string, err error) error {
+	return fmt.Errorf("zookeeper backend: %s (servers %s): %w", op, strings.Join(b.cfg.Servers, ","), err)
+}
+
+// ensureRoot creates Root and its parents, persistently, once per Backend.
+func (b *Backend) ensureRoot(ctx context.Context, c *zk.Conn, force bool) error {
+	b.mu.Lock()
+	ready := b.rootReady && !force
+	b.mu.Unlock()
+	if ready {
+		return nil
+	}
+	parts := strings.Split(strings.TrimPrefix(b.cfg.Root, "/"), "/")
+	p := ""
+	for _, part := range parts {
+		p += "/" + part
+		err := b.call(ctx, c, "creating "+p, true, func() error {
+			_, err := c.Create(p, nil, 0, b.acl)
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	b.mu.Lock()
+	b.rootReady = true
+	b.mu.Unlock()
+	return nil
+}
+
+// encode is a record's node data.
+func encode(r record) []byte {
+	data, _ := json.Marshal(r) // a record always marshals
+	return data
+}
+
+// node is a lock node as read.
+type node struct {
+	rec    record
+	stat   *zk.Stat
+	exists bool
+	// guard is the guard node's data version, read before the lock node; -1 when the guard
+	// does not exist.
+	guard int32
+	// foreign is set when the data is not a record (a node written by another client); its
+	// holder is then the raw data.
+	foreign bool
+}
+
+// get reads key's guard node, when withGuard, and then its lock node: one or two requests.
+func (b *Backend) get(ctx context.Context, c *zk.Conn, key, path string, withGuard bool) (node, error) {
+	guard := int32(-1)
+	if withGuard {
+		var gstat *zk.Stat
+		err := b.call(ctx, c, "reading the guard of lock "+strconv.Quote(key), true, func() error {
+			var err error
+			_, gstat, err = c.Get(b.guardPath(key))
+			return err
+		})
+		switch {
+		case err == nil:
+			guard = gstat.Version
+		case !errors.Is(err, zk.ErrNoNode):
+			return node{}, err
+		}
+	}
+	var data []byte
+	var stat *zk.Stat
+	err := b.call(ctx, c, "reading lock "+strconv.Quote(key), true, func() error {
+		var err error
+		data, stat, err = c.Get(path)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return node{guard: guard}, nil
+	}
+	if err != nil {
+		return node{}, err
+	}
+	n := node{stat: stat, exists: true, guard: guard}
+	if err := json.Unmarshal(data, &n.rec); err != nil || n.rec.Holder == "" {
+		n.rec, n.foreign = record{Holder: string(data)}, true
+	}
+	return n, nil
+}
+
+// expired tells whether a record no longer holds its lock at now.
+func (n node) expired(now time.Time) bool {
+	return !n.foreign && !n.rec.ExpireTime.After(now)
+}
+
+// put makes key's lock node hold rec on this session, in one Multi that is conditional on the
+// guard node's version read before prev (so that it never acts on a node that was replaced since
+// it was read, even one that reached the same version): when prev is nil, it bumps the guard and
+// creates the node; when the session owns prev, it checks the guard and sets the node's data by
+// version; else it bumps the guard, deletes prev by version and creates the node anew. Create is
+// followed by a SetData, whose Stat tells the new node's Czxid. errRace says the node or its
+// guard changed under us; errNoParent that the guard (or Root) does not exist.
+func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec record, prev *zk.Stat, guard int32) (*zk.Stat, error) {
+	path, gpath := b.nodePath(key), b.guardPath(key)
+	data := encode(rec)
+	session := c.SessionID()
+	var ops []any
+	switch {
+	case prev != nil && prev.EphemeralOwner == session && session != 0:
+		ops = append(ops, &zk.CheckVersionRequest{Path: gpath, Version: guard},
+			&zk.SetDataRequest{Path: path, Data: data, Version: prev.Version})
+	case prev != nil:
+		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: guard},
+			&zk.DeleteRequest{Path: path, Version: prev.Version},
+			&zk.CreateRequest{Path: path, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: path, Data: data, Version: 0})
+	default:
+		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: -1},
+			&zk.CreateRequest{Path: path, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: path, Data: data, Version: 0})
+	}
+	var res []zk.MultiResponse
+	err := b.call(ctx, c, op, true, func() error {
+		var err error
+		res, err = c.Multi(ops...)
+		return err
+	})
+	if len(res) == len(ops) {
+		for i, r := range res {
+			switch {
+			case r.Error == nil:
+			case i == 0 && errors.Is(r.Error, zk.ErrNoNode):
+				return nil, errNoParent
+			case errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode), errors.Is(r.Error, zk.ErrNodeExists):
+				b.forget(path)
+				return nil, errRace
+			default:
+				if err == nil {
+					err = b.wrap(op, r.Error)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	stat := res[len(res)-1].Stat
+	if stat == nil {
+		return nil, b.wrap(op, errors.New("the server returned no stat for the written node"))
+	}
+	if g := res[0].Stat; g != nil {
+		guard = g.Version
+	}
+	b.remember(path, rec, stat, session, guard)
+	return stat, nil
+}
+
+// ensureGuard creates key's guard node, a container (ZooKeeper deletes it some time after its
+// lock node is gone), and Root first when it is missing.
+func (b *Backend) ensureGuard(ctx context.Context, c *zk.Conn, key string) error {
+	for range 2 {
+		err := b.call(ctx, c, "creating the guard of lock "+strconv.Quote(key), true, func() error {
+			_, err := c.CreateContainer(b.guardPath(key), nil, zk.FlagContainer, b.acl)
+			return err
+		})
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return nil
+		case !errors.Is(err, zk.ErrNoNode):
+			return err
+		}
+		if err := b.ensureRoot(ctx, c, true); err != nil {
+			return err
+		}
+	}
+	return b.wrap("creating the guard of lock "+strconv.Quote(key), errNoParent)
+}
+
+var (
+	// errRace: the node changed between reading and writing it; read it again.
+	errRace = errors.New("the lock node changed concurrently")
+	// errNoParent: Root does not exist (yet, or any more).
+	errNoParent = errors.New("the root node does not exist")
+)
+
+// remember caches what the session wrote to path.
+func (b *Backend) remember(path string, rec record, stat *zk.Stat, session int64, guard int32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.written[path] = written{rec: rec, version: stat.Version, czxid: stat.Czxid, session: session, guard: guard}
+}
+
+// forget drops path from the cache.
+func (b *Backend) forget(path string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.written, path)
+}
+
+func version(stat *zk.Stat) string { return strconv.FormatInt(stat.Czxid, 10) }
+
+// TryAcquire takes key for identity: one Multi when the key is free, one read and one write when
+// the node exists (see the package documentation).
+func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time.Duration) (backends.Lease, error) {
+	if err := checkArgs(key, identity, ttl); err != nil {
+		return backends.Lease{}, err
+	}
+	c, err := b.session(ctx)
+	if err != nil {
+		return backends.Lease{}, err
+	}
+	if err := b.ensureRoot(ctx, c, false); err != nil {
+		return backends.Lease{}, err
+	}
+	path := b.nodePath(key)
+	op := "acquiring " + strconv.Quote(key)
+	var prev *zk.Stat
+	guard := int32(-1)
+	read := false // the first attempt creates the node without reading it
+	for range attempts {
+		now := b.clock.Now()
+		rec := record{Holder: identity, AcquireTime: now, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
+		prev, guard = nil, -1
+		if read {
+			n, err := b.get(ctx, c, key, path, true)
+			if err != nil {
+				return backends.Lease{}, err
+			}
+			prev, guard = n.stat, n.guard
+			switch {
+			case !n.exists:
+			case n.expired(now):
+				// A new hold replaces an expired one.
+			case n.rec.Holder == identity && !n.foreign:
+				rec.AcquireTime = n.rec.AcquireTime // reentrancy or resumption
+			default:
+				locked := &backends.LockedError{Key: key, Holder: n.rec.Holder}
+				if !n.foreign {
+					locked.ExpireTime = n.rec.ExpireTime
+				}
+				return backends.Lease{}, locked
+			}
+		}
+		stat, err := b.put(ctx, c, op, key, rec, prev, guard)
+		switch {
+		case err == nil:
+			return backends.Lease{Key: key, Identity: identity, TTL: ttl, AcquireTime: rec.AcquireTime, ExpireTime: rec.ExpireTime, Version: version(stat)}, nil
+		case errors.Is(err, errNoParent):
+			if err := b.ensureGuard(ctx, c, key); err != nil {
+				return backends.Lease{}, err
+			}
+			read = false
+		case errors.Is(err, errRace):
+			read = true
+		default:
+			return backends.Lease{}, err
+		}
+	}
+	return backends.Lease{}, b.wrap(op, fmt.Errorf("%w %d times; try again", errRace, attempts))
+}
+
+// Renew extends every lease: one Multi per 100 leases when the session wrote their nodes last,
+// else a read and a write per lease (see the package documentation).
+func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, nil, err
+	}
+	var asks []backends.Lease
+	first := map[string]int{}
+	var dups []backends.Lease
+	for _, l := range leases {
+		switch {
+		case l.Key == "" || l.Identity == "":
+			lost = append(lost, l)
+		case first[l.Key] > 0:
+			dups = append(dups, l)
+		default:
+			asks = append(asks, l)
+			first[l.Key] = len(asks)
+		}
+	}
+	if len(asks) == 0 {
+		return nil, lost, nil
+	}
+	c, err := b.session(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := b.clock.Now()
+	held := make([]bool, len(asks))
+	for from := 0; from < len(asks); from += renewChunk {
+		chunk := asks[from:min(from+renewChunk, len(asks))]
+		ok, err := b.renewCached(ctx, c, chunk, now, ttl)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			if err := b.renewEach(ctx, c, chunk, now, ttl, held[from:]); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		for i := range chunk {
+			held[from+i] = true
+		}
+	}
+	extend := func(l backends.Lease) backends.Lease {
+		l.TTL, l.ExpireTime = ttl, now.Add(ttl)
+		return l
+	}
+	for i, l := range asks {
+		if held[i] {
+			renewed = append(renewed, extend(l))
+		} else {
+			lost = append(lost, l)
+		}
+	}
+	for _, l := range dups {
+		i := first[l.Key] - 1
+		if held[i] && asks[i].Identity == l.Identity && asks[i].AcquireTime.Equal(l.AcquireTime) {
+			renewed = append(renewed, extend(l))
+		} else {
+			lost = append(lost, l)
+		}
+	}
+	return renewed, lost, nil
+}
+
+// renewCached extends chunk in one Multi of SetData ops at the versions the session wrote last.
+// ok is false, and nothing was written, when a lease is not in the cache as this session's,
+// current and matching, or when a node changed since.
+func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now time.Time, ttl time.Duration) (ok bool, err error) {
+	session := c.SessionID()
+	ops := make([]any, 2*len(chunk))
+	recs := make([]record, len(chunk))
+	guards := make([]int32, len(chunk))
+	b.mu.Lock()
+	for i, l := range chunk {
+		w, found := b.written[b.nodePath(l.Key)]
+		if !found || w.session != session || session == 0 || w.rec.Holder != l.Identity ||
+			(!l.AcquireTime.IsZero() && !w.rec.AcquireTime.Equal(l.AcquireTime)) || !w.rec.ExpireTime.After(now) {
+			b.mu.Unlock()
+			return false, nil
+		}
+		recs[i] = record{Holder: l.Identity, AcquireTime: w.rec.AcquireTime, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
+		guards[i] = w.guard
+		ops[2*i] = &zk.CheckVersionRequest{Path: b.guardPath(l.Key), Version: w.guard}
+		ops[2*i+1] = &zk.SetDataRequest{Path: b.nodePath(l.Key), Data: encode(recs[i]), Version: w.version}
+	}
+	b.mu.Unlock()
+	var res []zk.MultiResponse
+	err = b.call(ctx, c, "renewing locks", true, func() error {
+		var err error
+		res, err = c.Multi(ops...)
+		return err
+	})
+	if len(res) == len(ops) {
+		failed := false
+		for i, r := range res {
+			if r.Error != nil {
+				failed = true
+				if errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNoNode) {
+					b.forget(b.nodePath(chunk[i/2].Key))
+				}
+			}
+		}
+		if failed {
+			return false, nil
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	for i := range chunk {
+		if st := res[2*i+1].Stat; st != nil {
+			b.remember(b.nodePath(chunk[i].Key), recs[i], st, session, guards[i])
+		}
+	}
+	return true, nil
+}
+
+// renewEach reads each lease's node and extends those the lease's identity still holds, moving
+// them to this session, concurrently.
+func (b *Backend) renewEach(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now time.Time, ttl time.Duration, held []bool) error {
+	errs := make([]error, len(chunk))
+	var wg sync.WaitGroup
+	for i, l := range chunk {
+		wg.Go(func() { held[i], errs[i] = b.renewOne(ctx, c, l, now, ttl) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// renewOne extends one lease if its identity still holds it.
+func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, now time.Time, ttl time.Duration) (bool, error) {
+	path := b.nodePath(l.Key)
+	for range attempts {
+		n, err := b.get(ctx, c, l.Key, path, true)
+		if err != nil {
+			return false, err
+		}
+		if !n.exists || n.foreign || n.rec.Holder != l.Identity || n.expired(now) ||
+			(!l.AcquireTime.IsZero() && !n.rec.AcquireTime.Equal(l.AcquireTime)) {
+			return false, nil
+		}
+		rec := record{Holder: l.Identity, AcquireTime: n.rec.AcquireTime, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
+		_, err = b.put(ctx, c, "renewing "+strconv.Quote(l.Key), l.Key, rec, n.stat, n.guard)
+		if !errors.Is(err, errRace) && !errors.Is(err, errNoParent) {
+			return err == nil, err
+		}
+	}
+	return false, b.wrap("renewing "+strconv.Quote(l.Key), fmt.Errorf("%w %d times", errRace, attempts))
+}
+
+// Release deletes the node, by the versions of it and its guard read, if lease.Identity holds it:
+// three requests. A
+// free or expired lock counts as released; a lock held by another identity is left alone and the
+// error wraps backends.ErrNotHeld.
+func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
+	if lease.Key == "" || lease.Identity == "" {
+		return fmt.Errorf("zookeeper backend: cannot release a lease without key and identity (key %q, identity %q)", lease.Key, lease.Identity)
+	}
+	c, err := b.session(ctx)
+	if err != nil {
+		return err
+	}
+	path := b.nodePath(lease.Key)
+	op := "releasing " + strconv.Quote(lease.Key)
+	for range attempts {
+		n, err := b.get(ctx, c, lease.Key, path, true)
+		if err != nil || !n.exists {
+			return err
+		}
+		now := b.clock.Now()
+		if n.rec.Holder != lease.Identity || n.foreign {
+			if n.expired(now) {
+				return nil
+			}
+			return fmt.Errorf("zookeeper backend: lock %q is held by %q, not %q: %w", lease.Key, n.rec.Holder, lease.Identity, backends.ErrNotHeld)
+		}
+		// Bump the guard with the delete, so that no one acts on the deleted node by version.
+		var res []zk.MultiResponse
+		err = b.call(ctx, c, op, true, func() error {
+			var err error
+			res, err = c.Multi(&zk.SetDataRequest{Path: b.guardPath(lease.Key), Version: n.guard},
+				&zk.DeleteRequest{Path: path, Version: n.stat.Version})
+			return err
+		})
+		raced := false
+		for _, r := range res {
+			if errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNoNode) {
+				raced = true
+			}
+		}
+		if !raced && err != nil {
+			return err
+		}
+		b.forget(path)
+		if !raced {
+			return nil
+		}
+	}
+	return b.wrap(op, fmt.Errorf("%w %d times; try again", errRace, attempts))
+}
+
+// Inspect reports who holds key: one read. A free or expired lock gives an error wrapping
+// backends.ErrNotHeld. A node whose data is not lockwarden's record is reported held by its data,
+// with zero times.
+func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
+	if key == "" {
+		return backends.Lease{}, errors.New("zookeeper backend: key must not be empty")
+	}
+	c, err := b.session(ctx)
+	if err != nil {
+		return backends.Lease{}, err
+	}
+	n, err := b.get(ctx, c, key, b.nodePath(key), false)
+	if err != nil {
+		return backends.Lease{}, err
+	}
+	if !n.exists || n.expired(b.clock.Now()) {
+		return backends.Lease{}, fmt.Errorf("zookeeper backend: lock %q: %w", key, backends.ErrNotHeld)
+	}
+	return backends.Lease{
+		Key:         key,
+		Identity:    n.rec.Holder,
+		TTL:         time.Duration(n.rec.TTLMillis) * time.Millisecond,
+		AcquireTime: n.rec.AcquireTime,
+		ExpireTime:  n.rec.ExpireTime,
+		Version:     version(n.stat),
+	}, nil
+}
+
+// Ping connects (and authenticates), makes sure Root exists, and creates and deletes an
+// ephemeral probe node under it (PingNodePrefix and a random suffix), which proves that the
+// ensemble has a quorum and the session may write there. Errors name the servers and say what
+// failed; they never contain the credentials.
+func (b *Backend) Ping(ctx context.Context) error {
+	c, err := b.session(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.ensureRoot(ctx, c, true); err != nil {
+		return err
+	}
+	err = b.call(ctx, c, "creating the probe node "+b.pingNode, true, func() error {
+		_, err := c.Create(b.pingNode, []byte("ping"), zk.FlagEphemeral, b.acl)
+		return err
+	})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	return b.call(ctx, c, "deleting the probe node "+b.pingNode, true, func() error {
+		err := c.Delete(b.pingNode, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Close closes the session. ZooKeeper deletes its ephemeral nodes at once: every lock the session
+// holds is freed. Calls after Close fail.
+func (b *Backend) Close(context.Context) error {
+	b.mu.Lock()
+	c := b.conn
+	wasClosed := b.closed
+	b.closed, b.conn = true, nil
+	b.mu.Unlock()
+	if wasClosed || c == nil {
+		return nil
+	}
+	c.Close()
+	return nil
+}
+
+// checkArgs rejects calls that cannot be served.
+func checkArgs(key, identity string, ttl time.Duration) error {
+	switch {
+	case key == "":
+		return errors.New("zookeeper backend: key must not be empty")
+	case identity == "":
+		return errors.New("zookeeper backend: identity must not be empty")
+	}
+	return checkTTL(ttl)
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("zookeeper backend: ttl must be positive, got %s", ttl)
+	}
+	return nil
+}
