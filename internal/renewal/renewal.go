@@ -23,6 +23,7 @@ package renewal
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -220,13 +221,17 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 	}
 	r.mu.Unlock()
 
+	// Batches are renewed concurrently: a backend that is slow or down (each call waits up to its
+	// timeout) must not delay the renewals of the others.
+	var wg sync.WaitGroup
 	for id, b := range batches {
 		if due[id] {
-			r.renew(ctx, b)
+			wg.Go(func() { r.renew(ctx, b) })
 			// What was renewed now is due a third of a TTL from now at the latest.
 			next = min(next, b.ttl/3)
 		}
 	}
+	wg.Wait()
 	return next
 }
 
@@ -247,7 +252,7 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	)
 	backend, err := r.resolve(callCtx, b.backend)
 	if err == nil {
-		renewed, lost, err = backend.Renew(callCtx, b.leases, b.ttl)
+		renewed, lost, err = renewWithin(callCtx, backend, b.leases, b.ttl)
 	}
 	now := r.clock.Now()
 
@@ -287,6 +292,26 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	r.mu.Unlock()
 	for _, c := range notify {
 		r.notify(c)
+	}
+}
+
+// renewWithin calls backend.Renew but gives up when ctx ends even if the backend does not: a
+// driver stuck reconnecting must not keep the Renewer from noticing that holds expire.
+func renewWithin(ctx context.Context, backend backends.Backend, leases []backends.Lease, ttl time.Duration) ([]backends.Lease, []backends.Lease, error) {
+	type result struct {
+		renewed, lost []backends.Lease
+		err           error
+	}
+	done := make(chan result, 1) // buffered: a late answer is dropped, and its goroutine ends
+	go func() {
+		renewed, lost, err := backend.Renew(ctx, leases, ttl)
+		done <- result{renewed, lost, err}
+	}()
+	select {
+	case res := <-done:
+		return res.renewed, res.lost, res.err
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("renewal got no answer in time: %w", ctx.Err())
 	}
 }
 
