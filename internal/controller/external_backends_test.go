@@ -183,27 +183,3 @@ var _ = Describe("The ZooKeeper backend on a real ZooKeeper", func() {
 		handoffStory(newReadyBackend(zkBackend(zktest.Start(GinkgoTB()))))
 	})
 })
-
-var _ = Describe("A ZooKeeper server down for longer than a lock's lease", func() {
-	It("makes the holder's claim Lost and grants the next claim with a higher token once it is back", func() {
-		server := zktest.Start(GinkgoTB())
-		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
-			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())},
-				SessionTimeoutSeconds: 4}})
-		ns := newNamespace()
-		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = name })
-		newClaim(ns, "a", "db", "")
-		Eventually(phaseOf(ns, "a")).Should(Equal(held))
-		newClaim(ns, "b", "db", "")
-		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
-		tokenA := claimOf(ns, "a")(Default).Status.FencingToken
-
-		server.Kill()
-		Eventually(phaseOf(ns, "a")).WithTimeout(20 * time.Second).Should(Equal(locksv1alpha1.ClaimLost))
-		Expect(acquired(ns, "a")()).To(Equal("False/RenewFailed"))
-		Consistently(phaseOf(ns, "b")).WithTimeout(time.Second).Should(Equal(pending), "nothing is granted while the backend is down")
-		server.Restart()
-		Eventually(phaseOf(ns, "b")).WithTimeout(30 * time.Second).Should(Equal(held))
-		Expect(claimOf(ns, "b")(Default).Status.FencingToken).To(BeNumerically(">", tokenA))
-	})
-})
