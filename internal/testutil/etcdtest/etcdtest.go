@@ -26,7 +26,6 @@ package etcdtest
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,19 +50,6 @@ const (
 	// bind one (another process took the port between the probe and etcd's bind).
 	startAttempts = 3
 )
-
-// TLS makes members serve clients over TLS only (https client URLs); peers still talk plain
-// HTTP on loopback.
-type TLS struct {
-	// CertFile and KeyFile are the server's PEM certificate and key.
-	CertFile, KeyFile string
-	// CAFile is the PEM bundle the server checks client certificates against.
-	CAFile string
-	// ClientAuth makes the server require a client certificate (--client-cert-auth).
-	ClientAuth bool
-	// Client is the TLS configuration the health check connects with.
-	Client *tls.Config
-}
 
 // Options configures the members of a cluster.
 type Options struct {

@@ -27,7 +27,6 @@ package redistest
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -55,18 +54,6 @@ const (
 	// (another process took the port between the probe and the server's bind).
 	startAttempts = 5
 )
-
-// TLS makes a server listen with TLS only (`--port 0 --tls-port P`).
-type TLS struct {
-	// CertFile and KeyFile are the server's PEM certificate and key.
-	CertFile, KeyFile string
-	// CAFile is the PEM bundle the server checks client certificates against.
-	CAFile string
-	// ClientAuth makes the server require a client certificate.
-	ClientAuth bool
-	// Client is the TLS configuration the readiness check connects with.
-	Client *tls.Config
-}
 
 // Options configures a server.
 type Options struct {
