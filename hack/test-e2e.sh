@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the e2e suite (test/e2e). Without KUBECONFIG_E2E it starts a local containerless cluster of
-# its own (named lockwarden-e2e, so that a cluster from `make cluster` is left alone) and stops it
+# its own (named lockwarden-e2e or $E2E_CLUSTER_NAME, so that a cluster from `make cluster` is left alone) and stops it
 # afterwards; with KUBECONFIG_E2E it runs against that cluster (kind, or any other).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,7 +11,7 @@ export PATH="$bin:$PATH" # the kubectl matching the control plane
 if [[ -n "${KUBECONFIG_E2E:-}" ]]; then
   export KUBECONFIG="$KUBECONFIG_E2E"
 else
-  export CLUSTER_NAME=lockwarden-e2e
+  export CLUSTER_NAME=${E2E_CLUSTER_NAME:-lockwarden-e2e}
   trap 'hack/local-cluster.sh down' EXIT
   KUBECONFIG=$(hack/local-cluster.sh up)
   export KUBECONFIG
