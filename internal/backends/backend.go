@@ -113,3 +113,37 @@ func (e *LockedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrLocked) true.
 func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// FreeWatcher is implemented by backends that can push the news that a contended key was freed
+// (ZooKeeper watches), so that the next claim in line is granted at once rather than on its next
+// retry. It matters most for locks held by clients outside lockwarden, whose release the
+// controller cannot otherwise see.
+type FreeWatcher interface {
+	// WatchFree arranges for notify to be called once, from another goroutine, when key's lock
+	// may have become free: its holder released it, its session ended, or the watch itself was
+	// lost (connection closed), after which the caller should look again. notify never blocks
+	// the backend for long, and may be called before WatchFree returns if the key is already
+	// free. Callers keep at most one watch per key pending.
+	WatchFree(ctx context.Context, key string, notify func()) error
+}
+
+// Unwrapper is implemented by backends that wrap another (metrics instrumentation), so that
+// optional interfaces such as FreeWatcher can be found under the wrapper.
+type Unwrapper interface {
+	Unwrap() Backend
+}
+
+// AsFreeWatcher returns b, or the backend b wraps, as a FreeWatcher.
+func AsFreeWatcher(b Backend) (FreeWatcher, bool) {
+	for b != nil {
+		if w, ok := b.(FreeWatcher); ok {
+			return w, true
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			return nil, false
+		}
+		b = u.Unwrap()
+	}
+	return nil, false
+}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
@@ -181,5 +183,83 @@ var _ = Describe("The ZooKeeper backend on a real ZooKeeper", func() {
 
 	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
 		handoffStory(newReadyBackend(zkBackend(zktest.Start(GinkgoTB()))))
+	})
+
+	It("reports a dead server as not Ready and grants nothing", func() {
+		server := zktest.Start(GinkgoTB())
+		spec := zkBackend(server)
+		server.Kill()
+		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-zk-"}, Spec: spec}
+		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(BeEquivalentTo("False"))
+			g.Expect(ready.Reason).To(Equal(locksv1alpha1.ReasonBackendUnreachable))
+			g.Expect(ready.Message).To(ContainSubstring("zookeeper"))
+		}).Should(Succeed())
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
+		newClaim(ns, "c", "db", "")
+		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
+		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+	})
+
+	It("grants a key held by a client outside lockwarden as soon as its watch says it is freed", func() {
+		server := zktest.Start(GinkgoTB())
+		name := newReadyBackend(zkBackend(server))
+		outside, _, err := zk.Connect([]string{server.Addr()}, 4*time.Second, zk.WithLogInfo(false))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(outside.Close)
+		guard := zookeeper.DefaultRoot + "/nightly-batch"
+		_, err = outside.Create(zookeeper.DefaultRoot, nil, 0, zk.WorldACL(zk.PermAll))
+		Expect(err).To(Or(Not(HaveOccurred()), MatchError(zk.ErrNodeExists)))
+		_, err = outside.Create(guard, nil, 0, zk.WorldACL(zk.PermAll))
+		Expect(err).NotTo(HaveOccurred())
+		node := guard + "/" + zookeeper.LockNodeName
+		_, err = outside.Create(node, []byte("cron-on-vm-7"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		Expect(err).NotTo(HaveOccurred())
+
+		ns := newNamespace()
+		newLock(ns, "batch", func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.BackendRef.Name = name
+			l.Spec.Key = "nightly-batch"
+		})
+		newClaim(ns, "c", "batch", "")
+		Eventually(acquired(ns, "c")).Should(Equal("False/Contended"))
+		cond := meta.FindStatusCondition(claimOf(ns, "c")(Default).Status.Conditions, locksv1alpha1.ConditionAcquired)
+		Expect(cond.Message).To(ContainSubstring("cron-on-vm-7"))
+
+		Expect(outside.Delete(node, -1)).To(Succeed())
+		freed := time.Now()
+		// Without the watch the claim would look again only after freeWatchFallback (30 s).
+		Eventually(phaseOf(ns, "c")).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(held))
+		GinkgoWriter.Printf("granted %v after the outside holder let go\n", time.Since(freed))
+	})
+})
+
+var _ = Describe("A ZooKeeper server down for longer than a lock's lease", func() {
+	It("makes the holder's claim Lost and grants the next claim with a higher token once it is back", func() {
+		server := zktest.Start(GinkgoTB())
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())},
+				SessionTimeoutSeconds: 4}})
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = name })
+		newClaim(ns, "a", "db", "")
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+		newClaim(ns, "b", "db", "")
+		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
+		tokenA := claimOf(ns, "a")(Default).Status.FencingToken
+
+		server.Kill()
+		Eventually(phaseOf(ns, "a")).WithTimeout(20 * time.Second).Should(Equal(locksv1alpha1.ClaimLost))
+		Expect(acquired(ns, "a")()).To(Equal("False/RenewFailed"))
+		Consistently(phaseOf(ns, "b")).WithTimeout(time.Second).Should(Equal(pending), "nothing is granted while the backend is down")
+		server.Restart()
+		Eventually(phaseOf(ns, "b")).WithTimeout(40 * time.Second).Should(Equal(held))
+		Expect(claimOf(ns, "b")(Default).Status.FencingToken).To(BeNumerically(">", tokenA))
 	})
 })

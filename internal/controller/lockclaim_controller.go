@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,9 +71,19 @@ type LockClaimReconciler struct {
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
 
-	// lostClaims carries claims whose hold the Renewer found lost.
-	lostClaims chan event.TypedGenericEvent[*locksv1alpha1.LockClaim]
+	// wakeups carries claims to reconcile now: holds the Renewer found lost, and contended keys
+	// a backend reported free.
+	wakeups chan event.TypedGenericEvent[*locksv1alpha1.LockClaim]
+
+	// freeWaitersMu guards freeWaiters.
+	freeWaitersMu sync.Mutex
+	// freeWaiters holds, per contended backend key with a pending backends.FreeWatcher watch,
+	// the claims to wake when it fires. One watch per key is pending at a time.
+	freeWaiters map[backendKey]map[types.NamespacedName]struct{}
 }
+
+// backendKey names a key on one backend.
+type backendKey struct{ backend, key string }
 
 // claimScope carries what one reconcile pass of a claim has read.
 type claimScope struct {
@@ -97,9 +108,65 @@ type claimScope struct {
 }
 
 // NotifyLost queues a reconcile of a claim whose hold was lost. It is the Renewer's callback.
-func (r *LockClaimReconciler) NotifyLost(claim types.NamespacedName) {
-	r.lostClaims <- event.TypedGenericEvent[*locksv1alpha1.LockClaim]{Object: &locksv1alpha1.LockClaim{
+func (r *LockClaimReconciler) NotifyLost(claim types.NamespacedName) { r.wake(claim) }
+
+// wake queues a reconcile of claim.
+func (r *LockClaimReconciler) wake(claim types.NamespacedName) {
+	r.wakeups <- event.TypedGenericEvent[*locksv1alpha1.LockClaim]{Object: &locksv1alpha1.LockClaim{
 		ObjectMeta: ctrlObjectMeta(claim)}}
+}
+
+// watchFree asks the claim's backend, when it can, to say when the contended key is freed, and
+// tells whether it will. The claim is then woken by the backend's news rather than by polling,
+// which is the only way to learn soon that a client outside lockwarden let the key go.
+func (r *LockClaimReconciler) watchFree(ctx context.Context, s *claimScope) bool {
+	w, ok := backends.AsFreeWatcher(s.backend)
+	if !ok {
+		return false
+	}
+	k := backendKey{backend: s.hold.Backend, key: s.hold.Key}
+	claim := client.ObjectKeyFromObject(s.claim)
+	r.freeWaitersMu.Lock()
+	waiters, pending := r.freeWaiters[k]
+	if !pending {
+		waiters = map[types.NamespacedName]struct{}{}
+		r.freeWaiters[k] = waiters
+	}
+	waiters[claim] = struct{}{}
+	r.freeWaitersMu.Unlock()
+	if pending {
+		return true
+	}
+	if err := w.WatchFree(ctx, s.hold.Key, func() { r.keyFreed(k) }); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Cannot watch the contended key; polling instead", "key", s.hold.Key, "error", err.Error())
+		// Claims that joined meanwhile rely on this watch: wake them to set their own.
+		for _, other := range r.takeFreeWaiters(k) {
+			if other != claim {
+				r.wake(other)
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// keyFreed wakes the claims waiting for k. It is the backends.FreeWatcher callback.
+func (r *LockClaimReconciler) keyFreed(k backendKey) {
+	for _, c := range r.takeFreeWaiters(k) {
+		r.wake(c)
+	}
+}
+
+func (r *LockClaimReconciler) takeFreeWaiters(k backendKey) []types.NamespacedName {
+	r.freeWaitersMu.Lock()
+	defer r.freeWaitersMu.Unlock()
+	waiters := r.freeWaiters[k]
+	delete(r.freeWaiters, k)
+	out := make([]types.NamespacedName, 0, len(waiters))
+	for c := range waiters {
+		out = append(out, c)
+	}
+	return out
 }
 
 // Reconcile moves one claim towards holding its lock, keeps the hold, or releases it.
@@ -366,6 +433,9 @@ func (r *LockClaimReconciler) acquire(ctx context.Context, s *claimScope) (ctrl.
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
 		msg := "The key is held on the backend by a client outside this queue"
 		retry := 5 * time.Second
+		if r.watchFree(ctx, s) {
+			retry = freeWatchFallback
+		}
 		if locked != nil {
 			msg = fmt.Sprintf("The key is held on the backend by %s", locked.Holder)
 			if !locked.ExpireTime.IsZero() {
@@ -738,7 +808,8 @@ func (r *LockClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
 	}
-	r.lostClaims = make(chan event.TypedGenericEvent[*locksv1alpha1.LockClaim], 1024)
+	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.LockClaim], 1024)
+	r.freeWaiters = map[backendKey]map[types.NamespacedName]struct{}{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.LockClaim{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, deletionStarted()))).
@@ -746,11 +817,15 @@ func (r *LockClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&locksv1alpha1.DistributedLock{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfLockObject),
 			builder.WithPredicates(lockUsabilityChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfPod)).
-		WatchesRawSource(source.Channel(r.lostClaims, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.LockClaim]{})).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.LockClaim]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("lockclaim").
 		Complete(r)
 }
+
+// freeWatchFallback is how often a claim whose backend watches its contended key looks again
+// anyway, in case the news of a release is lost (a watch dropped without a word).
+const freeWatchFallback = 30 * time.Second
 
 // queuePositionRefresh is how long the claims behind the head of a queue wait before they refresh
 // their queuePosition after a change. Handoffs are on the critical path, positions are not: waking

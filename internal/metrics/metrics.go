@@ -187,3 +187,6 @@ func (i *instrumented) Ping(ctx context.Context) error {
 }
 
 func (i *instrumented) Close(ctx context.Context) error { return i.next.Close(ctx) }
+
+// Unwrap exposes the wrapped backend, for its optional interfaces (backends.AsFreeWatcher).
+func (i *instrumented) Unwrap() backends.Backend { return i.next }

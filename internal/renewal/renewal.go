@@ -102,18 +102,26 @@ func New(resolve Resolver, notify func(types.NamespacedName), opts ...Option) *R
 	return r
 }
 
-// Track records that claim holds lease on backend. Tracking the same hold again refreshes its
-// lease and adds the claim.
+// Track records that claim holds lease on backend. Tracking a hold that is already tracked adds
+// the claim, and takes lease only if it expires later than the one on record (a fresh
+// acquisition or a resumed hold); a lost hold is revived only by such a lease. Re-tracking the same lease changes nothing else: each claim
+// pass re-tracks its hold, and resetting the renewal schedule or a failed renewal's error there
+// would postpone renewals indefinitely and hide a hold that expires unrenewed.
 func (r *Renewer) Track(backend string, lease backends.Lease, claim types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := HoldKey{Backend: backend, Key: lease.Key, Identity: lease.Identity}
 	h, ok := r.holds[k]
-	if !ok || h.Lost {
+	switch {
+	case !ok, h.Lost && lease.ExpireTime.After(h.Lease.ExpireTime):
 		h = &hold{claims: map[types.NamespacedName]struct{}{}}
 		r.holds[k] = h
+		h.Lease, h.RenewTime = lease, r.clock.Now()
+	case h.Lost:
+		// The lease that was lost: it stays lost.
+	case lease.ExpireTime.After(h.Lease.ExpireTime):
+		h.Lease, h.RenewTime, h.LastError = lease, r.clock.Now(), nil
 	}
-	h.Lease, h.RenewTime, h.LastError = lease, r.clock.Now(), nil
 	h.claims[claim] = struct{}{}
 	r.poke()
 }

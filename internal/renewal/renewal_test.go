@@ -150,3 +150,32 @@ func TestUntrackedHoldsAreNotRenewed(t *testing.T) {
 		t.Fatalf("Renew called %d times for a forgotten hold", after-before)
 	}
 }
+
+// A claim reconcile re-tracks its hold on every pass. That must neither postpone the renewal nor
+// clear a failed renewal's error: a hold whose backend is down is still lost when it expires, however
+// often its claim is reconciled.
+func TestRetrackingDoesNotPostponeRenewalOrHideFailures(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 9 * time.Second
+	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", ttl)
+	h.r.Track("fake", lease, claim(1))
+	time.Sleep(50 * time.Millisecond)
+	for range 6 { // two TTLs, re-tracked every second
+		for range 3 {
+			h.r.Track("fake", lease, claim(1))
+			h.step(time.Second)
+		}
+	}
+	if got := h.backend.Calls()[fake.OpRenew]; got < 5 {
+		t.Fatalf("Renew calls over two TTLs with a re-track every second = %d, want about 6", got)
+	}
+
+	h.backend.SetUnavailable(errors.New("connection refused"))
+	for range 15 {
+		h.r.Track("fake", lease, claim(1))
+		h.step(time.Second)
+	}
+	if lost := h.lostClaims(); len(lost) != 1 {
+		t.Fatalf("a hold that cannot be renewed must be lost at expiry even when re-tracked, lost = %v", lost)
+	}
+}

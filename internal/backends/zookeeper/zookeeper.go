@@ -610,6 +610,48 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	return backends.Lease{}, b.wrap(op, fmt.Errorf("%w %d times; try again", errRace, attempts))
 }
 
+var _ backends.FreeWatcher = (*Backend)(nil)
+
+// WatchFree sets a children watch on key's guard node, which fires when the lock node is deleted
+// (released, or its session ended) or created, but not when its holder renews it (a data
+// change). notify is called once, when the watch fires or is dropped (session closed or expired),
+// or at once when the key has no lock node. A lock whose record expired while its node lives on
+// fires nothing: callers still retry at the recorded ExpireTime.
+func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) error {
+	if key == "" {
+		return errors.New("zookeeper backend: the key must not be empty")
+	}
+	c, err := b.session(ctx)
+	if err != nil {
+		return err
+	}
+	var children []string
+	var events <-chan zk.Event
+	err = b.call(ctx, c, "watching lock "+strconv.Quote(key), true, func() error {
+		var err error
+		children, _, events, err = c.ChildrenW(b.guardPath(key))
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		go notify() // no guard, so no lock node: free now
+		return nil
+	case err != nil:
+		return err
+	}
+	if len(children) == 0 {
+		// Free already. The watch stays set and fires once on the next create; nobody waits
+		// for it, and it holds nothing but one server-side watch entry until then.
+		go notify()
+		return nil
+	}
+	go func() {
+		<-events // any event: the lock node went or came, or the watch was dropped
+		notify()
+	}()
+	return nil
+}
+
 // Renew extends every lease: one Multi per 100 leases when the session wrote their nodes last,
 // else a read and a write per lease (see the package documentation).
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {

@@ -295,3 +295,57 @@ func TestConfigFromSpec(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(b.Close(ctx)).To(Succeed())
 }
+
+// WatchFree fires when the holder releases, when a foreign client's node goes and when the
+// holder's session ends, but not when the holder renews; on a free key it fires at once.
+func TestWatchFree(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	srv := zktest.Start(t)
+	cfg := zookeeper.Config{Servers: []string{srv.Addr()}}
+	holder := newBackend(t, cfg)
+	waiter := newBackend(t, cfg)
+
+	watch := func(key string) <-chan struct{} {
+		fired := make(chan struct{})
+		g.Expect(waiter.WatchFree(ctx, key, func() { close(fired) })).To(Succeed())
+		return fired
+	}
+	g.Eventually(watch("never-used")).Within(2 * time.Second).Should(BeClosed())
+
+	l, err := holder.TryAcquire(ctx, "released", "pod-a", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	fired := watch("released")
+	_, lost, err := holder.Renew(ctx, []backends.Lease{l}, holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lost).To(BeEmpty())
+	g.Consistently(fired).Within(500*time.Millisecond).ShouldNot(BeClosed(), "a renewal is not a release")
+	g.Expect(holder.Release(ctx, l)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+	_, err = waiter.TryAcquire(ctx, "released", "pod-b", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// A client outside lockwarden holds the key with a node of its own, without a record.
+	other := rawConn(t, srv.Addr())
+	guard := zookeeper.DefaultRoot + "/" + url.PathEscape("foreign")
+	_, err = other.Create(guard, nil, 0, zk.WorldACL(zk.PermAll))
+	g.Expect(err).NotTo(HaveOccurred())
+	node := guard + "/" + zookeeper.LockNodeName
+	_, err = other.Create(node, []byte("batch-job-on-a-vm"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = waiter.TryAcquire(ctx, "foreign", "pod-b", holdTTL)
+	var locked *backends.LockedError
+	g.Expect(errors.As(err, &locked)).To(BeTrue(), "got %v", err)
+	g.Expect(locked.Holder).To(Equal("batch-job-on-a-vm"))
+	g.Expect(locked.ExpireTime.IsZero()).To(BeTrue(), "a foreign node has no expiry to wait for")
+	fired = watch("foreign")
+	g.Expect(other.Delete(node, -1)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+
+	// The holder's session ends: ZooKeeper deletes its ephemeral node.
+	_, err = holder.TryAcquire(ctx, "session-ends", "pod-a", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	fired = watch("session-ends")
+	g.Expect(holder.Close(ctx)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+}
