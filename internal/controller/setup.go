@@ -42,7 +42,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 }
 
-// Setup registers the field indexes, the Renewer and the three reconcilers with mgr.
+// Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
+// reconciler (pod annotations and scheduling gates) with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	ctx := context.Background()
 	if err := SetupIndexes(ctx, mgr); err != nil {
@@ -68,6 +69,9 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := (&DistributedLockReconciler{Client: mgr.GetClient(), Backends: resolver}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
+	}
+	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
 		ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {

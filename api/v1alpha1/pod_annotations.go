@@ -1,0 +1,34 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// The names by which a pod asks for a lock and learns its fencing token (DESIGN.md §3, Pods).
+const (
+	// PodLockAnnotation on a pod names the DistributedLock, in the pod's namespace, that the pod
+	// needs: the controller creates a LockClaim for the pod, owned by it.
+	PodLockAnnotation = "locks.lockwarden.io/lock"
+	// PodSchedulingGate, with PodLockAnnotation, keeps the pod unscheduled until its claim holds
+	// the lock. The controller removes it in the same write that adds the token annotation.
+	PodSchedulingGate = "locks.lockwarden.io/lock"
+	// PodFencingTokenAnnotation carries the pod's fencing token once its claim holds the lock, for
+	// a downward-API volume (fieldRef metadata.annotations['locks.lockwarden.io/fencing-token']).
+	PodFencingTokenAnnotation = "locks.lockwarden.io/fencing-token"
+	// PodHolderAnnotation carries the holder identity of the pod's claim once it holds the lock.
+	PodHolderAnnotation = "locks.lockwarden.io/holder"
+	// PodClaimLabel on a LockClaim created from a pod annotation names that pod.
+	PodClaimLabel = "locks.lockwarden.io/pod"
+)

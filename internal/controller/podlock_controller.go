@@ -1,0 +1,222 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
+// the pod's LockClaim, owned by the pod, and once the claim holds the lock it writes the fencing
+// token and holder identity onto the pod and lifts the pod's scheduling gate, in one write, so
+// that a gated pod is scheduled only when it holds the lock and its app can read the token from
+// a downward-API volume at its first start.
+//
+// Granting, renewal and release stay with the LockClaim controller: a pod's claim is an ordinary
+// claim with holder.podName set, released when the pod dies and garbage-collected after it.
+type PodLockReconciler struct {
+	client.Client
+	// Recorder emits events on the pod, where its owner looks first.
+	Recorder events.EventRecorder
+}
+
+// Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
+// the pod.
+func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	lockName, annotated := pod.Annotations[locksv1alpha1.PodLockAnnotation]
+	switch {
+	case !pod.DeletionTimestamp.IsZero(), pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
+		return ctrl.Result{}, nil
+	case !annotated:
+		// Only gated pods get here (see podAsksForLock): a gate nobody will lift.
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockAnnotationMissing", "WaitForLock",
+			"The scheduling gate %s is lifted only for a pod annotated %s=<DistributedLock name>; add the annotation or remove the gate",
+			locksv1alpha1.PodSchedulingGate, locksv1alpha1.PodLockAnnotation)
+		return ctrl.Result{}, nil
+	}
+	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
+			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
+		return ctrl.Result{}, nil
+	}
+
+	claim, err := r.claimFor(ctx, pod, lockName)
+	if err != nil || claim == nil {
+		return ctrl.Result{}, err
+	}
+	switch claim.Status.Phase {
+	case locksv1alpha1.ClaimHeld:
+	case locksv1alpha1.ClaimPending, "":
+		r.reportWaiting(pod, claim)
+		return ctrl.Result{}, nil
+	default:
+		// Lost, Released, TimedOut, Failed: final. The pod is not given another claim, because a
+		// pod that lost its lock must not quietly get a new token; its owner restarts it.
+		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockNotHeld", "WaitForLock",
+			"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.markHolder(ctx, pod, claim)
+}
+
+// claimFor returns the pod's claim for lockName, creating it if needed. It returns nil, without
+// error, while the claim's name is still taken by the claim of a previous pod of the same name
+// (a StatefulSet pod replaced): garbage collection removes that one, and its deletion wakes us.
+func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockName string) (*locksv1alpha1.LockClaim, error) {
+	name := podClaimName(pod.Name, lockName)
+	claim := &locksv1alpha1.LockClaim{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(claim, pod) {
+			ctrl.LoggerFrom(ctx).V(1).Info("Claim name taken by an earlier pod's claim; waiting for its removal", "claim", name)
+			return nil, nil
+		}
+		return claim, nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	controller := true
+	claim = &locksv1alpha1.LockClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pod.Namespace,
+			Name:      name,
+			Labels:    map[string]string{locksv1alpha1.PodClaimLabel: podLabelValue(pod.Name)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+				Controller: &controller}},
+		},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
+	}
+	if err := r.Create(ctx, claim); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // a cache behind our own create; the claim's event wakes us
+		}
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ClaimFailed", "WaitForLock",
+			"Could not create LockClaim %s for lock %s: %v", name, lockName, err)
+		return nil, err
+	}
+	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock",
+		"Created LockClaim %s for lock %s", name, lockName)
+	return claim, nil
+}
+
+// reportWaiting repeats on the pod why its claim waits when that is a mistake to fix (a missing
+// lock or backend, a namespace the backend does not serve) rather than a queue to wait in.
+func (r *PodLockReconciler) reportWaiting(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) {
+	for _, c := range claim.Status.Conditions {
+		if c.Type != locksv1alpha1.ConditionAcquired {
+			continue
+		}
+		switch c.Reason {
+		case locksv1alpha1.ReasonLockNotFound, locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed:
+			r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, c.Reason, "WaitForLock", "LockClaim %s: %s", claim.Name, c.Message)
+		}
+	}
+}
+
+// markHolder writes the token and holder annotations and removes the scheduling gate in one
+// optimistic-locked patch: whoever sees the gate gone also sees the token.
+func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) error {
+	token := strconv.FormatInt(claim.Status.FencingToken, 10)
+	gate := slices.IndexFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == locksv1alpha1.PodSchedulingGate
+	})
+	if pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation] == token &&
+		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && gate < 0 {
+		return nil
+	}
+	patched := pod.DeepCopy()
+	patched.Annotations[locksv1alpha1.PodFencingTokenAnnotation] = token
+	patched.Annotations[locksv1alpha1.PodHolderAnnotation] = claim.Status.HolderIdentity
+	if gate >= 0 {
+		patched.Spec.SchedulingGates = slices.Delete(patched.Spec.SchedulingGates, gate, gate+1)
+	}
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("annotating pod %s with its fencing token: %w", pod.Name, err)
+	}
+	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
+	if gate >= 0 {
+		msg += "; scheduling gate lifted"
+	}
+	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
+	return nil
+}
+
+// podClaimName is the name of the claim a pod gets for a lock: readable when it fits, else cut
+// and made unique with a hash of the full name.
+func podClaimName(pod, lock string) string {
+	name := pod + "-" + lock
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	return name[:validation.DNS1123SubdomainMaxLength-len(suffix)] + suffix
+}
+
+// podLabelValue fits a pod name into a label value (at most 63 characters).
+func podLabelValue(pod string) string {
+	if len(pod) <= validation.LabelValueMaxLength {
+		return pod
+	}
+	sum := sha256.Sum256([]byte(pod))
+	return hex.EncodeToString(sum[:])[:validation.LabelValueMaxLength]
+}
+
+// podAsksForLock selects pods with the lock annotation or the lockwarden scheduling gate.
+func podAsksForLock(o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	if _, ok := pod.Annotations[locksv1alpha1.PodLockAnnotation]; ok {
+		return true
+	}
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == locksv1alpha1.PodSchedulingGate
+	})
+}
+
+// SetupWithManager watches annotated or gated pods and the claims they own.
+func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(podAsksForLock))).
+		Owns(&locksv1alpha1.LockClaim{}).
+		Named("podlock").
+		Complete(r)
+}

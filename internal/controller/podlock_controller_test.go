@@ -1,0 +1,142 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// Pods that ask for a lock by annotation, with or without the scheduling gate. envtest has no
+// scheduler or kubelet: the specs create pods by hand and watch the controller's writes; the e2e
+// suite shows a real scheduler placing the pods once ungated.
+
+// newLockPod creates a pod annotated with lock and, if gated, carrying the lockwarden gate.
+func newLockPod(ns, name, lock string, gated bool) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	if lock != "" {
+		p.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: lock}
+	}
+	if gated {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}
+	}
+	Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+	return p
+}
+
+// podState reports a pod's token annotation and whether it is still gated.
+func podState(ns, name string) func(g Gomega) string {
+	return func(g Gomega) string {
+		p := &corev1.Pod{}
+		g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+		state := "ungated"
+		if len(p.Spec.SchedulingGates) > 0 {
+			state = "gated"
+		}
+		return state + "/" + p.Annotations[locksv1alpha1.PodFencingTokenAnnotation]
+	}
+}
+
+// podEventReasons lists the reasons of the events about a pod.
+func podEventReasons(ns, name string) func(g Gomega) []string {
+	return func(g Gomega) []string {
+		list := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Pod" && e.Regarding.Name == name {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
+}
+
+var _ = Describe("Pods that ask for a lock by annotation", func() {
+	It("are ungated one at a time, each with a higher token, when the holder pod goes", func() {
+		ns := newNamespace()
+		newLock(ns, "migrate")
+		var pods []*corev1.Pod
+		for _, name := range []string{"web-0", "web-1", "web-2"} {
+			pods = append(pods, newLockPod(ns, name, "migrate", true))
+		}
+		Eventually(podState(ns, "web-0")).Should(MatchRegexp(`^ungated/\d+$`))
+		Consistently(podState(ns, "web-1")).WithTimeout(time.Second).Should(Equal("gated/"))
+		Expect(podState(ns, "web-2")(Default)).To(Equal("gated/"))
+
+		claim := claimOf(ns, "web-0-migrate")(Default)
+		Expect(metav1.IsControlledBy(claim, pods[0])).To(BeTrue(), "the claim is owned by its pod")
+		Expect(claim.Spec.Holder.PodName).To(Equal("web-0"))
+		p0 := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx(), key(pods[0]), p0)).To(Succeed())
+		Expect(p0.Annotations[locksv1alpha1.PodFencingTokenAnnotation]).To(Equal(strconv.FormatInt(claim.Status.FencingToken, 10)))
+		Expect(p0.Annotations[locksv1alpha1.PodHolderAnnotation]).To(Equal(string(pods[0].UID)))
+		Eventually(podEventReasons(ns, "web-0")).Should(ContainElements("ClaimCreated", "LockAcquired"))
+
+		last := claim.Status.FencingToken
+		for i := 1; i < len(pods); i++ {
+			deleteNow(pods[i-1])
+			name := pods[i].Name
+			Eventually(podState(ns, name)).Should(MatchRegexp(`^ungated/\d+$`))
+			token, err := strconv.ParseInt(podState(ns, name)(Default)[len("ungated/"):], 10, 64)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(token).To(BeNumerically(">", last))
+			last = token
+		}
+	})
+
+	It("get a claim and the token annotation without a gate too", func() {
+		ns := newNamespace()
+		newLock(ns, "db")
+		newLockPod(ns, "worker", "db", false)
+		Eventually(podState(ns, "worker")).Should(MatchRegexp(`^ungated/\d+$`))
+		Expect(phaseOf(ns, "worker-db")()).To(Equal(held))
+	})
+
+	It("wait, with an event saying why, while the lock does not exist", func() {
+		ns := newNamespace()
+		newLockPod(ns, "job-x", "nightly", true)
+		Eventually(podEventReasons(ns, "job-x")).Should(ContainElement(locksv1alpha1.ReasonLockNotFound))
+		Expect(podState(ns, "job-x")(Default)).To(Equal("gated/"))
+		newLock(ns, "nightly")
+		Eventually(podState(ns, "job-x")).Should(MatchRegexp(`^ungated/\d+$`))
+	})
+
+	It("stay gated with a warning when the gate comes without the annotation or with a bad one", func() {
+		ns := newNamespace()
+		newLockPod(ns, "forgot", "", true)
+		newLockPod(ns, "typo", "Not_A_Name", true)
+		Eventually(podEventReasons(ns, "forgot")).Should(ContainElement("LockAnnotationMissing"))
+		Eventually(podEventReasons(ns, "typo")).Should(ContainElement("InvalidLockAnnotation"))
+		Expect(podState(ns, "forgot")(Default)).To(Equal("gated/"))
+		Expect(podState(ns, "typo")(Default)).To(Equal("gated/"))
+		list := &locksv1alpha1.LockClaimList{}
+		Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+	})
+})
