@@ -87,8 +87,9 @@ cluster-down: ## Stop the local cluster.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/.
+build: ## Build the manager and lockctl binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -o bin/lockctl ./cmd/lockctl
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.

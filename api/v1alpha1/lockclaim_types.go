@@ -146,6 +146,7 @@ type LockClaimStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lclaim,categories=locks
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.spec.lockName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.lockName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`

@@ -46,6 +46,7 @@ import (
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -207,6 +208,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.Factory),
 		registry.WithWrapper(m.Instrument),
 	)
 	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers})

@@ -18,12 +18,14 @@ package controller_test
 
 import (
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,6 +33,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
+	"github.com/lockwarden/lockwarden/internal/testutil/sqltest"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 
@@ -262,4 +265,66 @@ var _ = Describe("A ZooKeeper server down for longer than a lock's lease", func(
 		Eventually(phaseOf(ns, "b")).WithTimeout(40 * time.Second).Should(Equal(held))
 		Expect(claimOf(ns, "b")(Default).Status.FencingToken).To(BeNumerically(">", tokenA))
 	})
+})
+
+// newDSNSecret stores dsn in a Secret in the controller's Secret namespace and returns a
+// reference to it.
+func newDSNSecret(dsn string) locksv1alpha1.SecretKeySelector {
+	GinkgoHelper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "dsn-", Namespace: controllerNamespace},
+		StringData: map[string]string{"dsn": dsn}}
+	Expect(k8sClient.Create(ctx(), s)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx(), s) })
+	return locksv1alpha1.SecretKeySelector{
+		SecretReference: locksv1alpha1.SecretReference{Name: s.Name, Namespace: controllerNamespace}, Key: "dsn"}
+}
+
+var _ = Describe("The SQL backend on real databases", func() {
+	for _, db := range []struct {
+		name   string
+		driver locksv1alpha1.SQLDriver
+		start  func(testing.TB) *sqltest.Server
+	}{
+		{"PostgreSQL", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
+		{"MariaDB", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
+	} {
+		It("is probed Ready on "+db.name+" and hands a lock over in order with increasing tokens", func() {
+			server := db.start(GinkgoTB())
+			handoffStory(newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
+				SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSN())}}))
+		})
+
+		It("reports a wrong password on "+db.name+" as not Ready without revealing it, and grants nothing", func() {
+			server := db.start(GinkgoTB())
+			const password = "Wr0ng-p4ss:word@"
+			lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-dsn-"},
+				Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: &locksv1alpha1.SQLBackend{
+					Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSNWith(sqltest.User, password))}}}
+			Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+			DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+			var message string
+			Eventually(func(g Gomega) {
+				g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+				ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+				g.Expect(ready).NotTo(BeNil())
+				g.Expect(ready.Status).To(BeEquivalentTo("False"))
+				message = ready.Message
+			}).Should(Succeed())
+			Expect(message).To(ContainSubstring(server.Addr()), "the message says which database refused")
+			Expect(message).To(Or(ContainSubstring("password authentication failed"), ContainSubstring("Access denied")))
+			Expect(message).NotTo(ContainSubstring("Wr0ng"))
+			Expect(message).NotTo(ContainSubstring("p4ss"))
+
+			ns := newNamespace()
+			newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
+			newClaim(ns, "c", "db", "")
+			Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
+			Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+			list := &eventsv1.EventList{}
+			Expect(k8sClient.List(ctx(), list)).To(Succeed())
+			for _, e := range list.Items {
+				Expect(e.Note).NotTo(ContainSubstring("p4ss"), "event %s/%s", e.Namespace, e.Name)
+			}
+		})
+	}
 })

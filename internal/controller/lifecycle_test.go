@@ -171,7 +171,7 @@ var _ = Describe("Backends a lock may not use", func() {
 		ns := newNamespace()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = "nowhere" })
 		newClaim(ns, "a", "db", "")
-		Eventually(acquired(ns, "a")).Should(Equal("False/BackendUnavailable"))
+		Eventually(acquired(ns, "a")).Should(Equal("False/BackendNotFound"))
 		Eventually(func(g Gomega) {
 			l := &locksv1alpha1.DistributedLock{}
 			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "db"}, l)).To(Succeed())
@@ -200,12 +200,16 @@ var _ = Describe("Backends a lock may not use", func() {
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(locksv1alpha1.ReasonNamespaceNotAllowed))
 		}).Should(Succeed())
-		Eventually(acquired(ns, "a")).Should(Equal("False/BackendUnavailable"))
+		Eventually(acquired(ns, "a")).Should(Equal("False/NamespaceNotAllowed"))
 		Consistently(phaseOf(ns, "a")).WithTimeout(time.Second).Should(Equal(pending))
 	})
 })
 
-// faultySQL configures a LockBackend served by the in-memory faultyStore (see suite_test.go).
+// faultyStoreSecret, as the DSN Secret of a LockBackend of type SQL, has the suite serve it from
+// the in-memory faultyStore instead of a database (see suite_test.go).
+const faultyStoreSecret = "in-memory-faulty-store"
+
+// faultySQL configures a LockBackend served by the in-memory faultyStore.
 var faultySQL = &locksv1alpha1.SQLBackend{Driver: locksv1alpha1.SQLDriverPostgres,
 	DSNSecretRef: locksv1alpha1.SecretKeySelector{
-		SecretReference: locksv1alpha1.SecretReference{Name: "unused", Namespace: controllerNamespace}, Key: "dsn"}}
+		SecretReference: locksv1alpha1.SecretReference{Name: faultyStoreSecret, Namespace: controllerNamespace}, Key: "dsn"}}

@@ -326,7 +326,14 @@ func (r *LockClaimReconciler) checkLockDeleting(ctx context.Context, s *claimSco
 // Renewer keeps trying until the hold expires.
 func (r *LockClaimReconciler) requireBackend(_ context.Context, s *claimScope) (ctrl.Result, error) {
 	if s.unusable != nil && !isHeld(s.claim) {
-		markWaiting(s.claim, 0, false, locksv1alpha1.ReasonBackendUnavailable, s.unusable.Message)
+		// Mistakes to fix keep their own reason, so that clients (lockctl) can fail fast on
+		// them; everything else is an outage to wait out.
+		reason := locksv1alpha1.ReasonBackendUnavailable
+		switch s.unusable.Reason {
+		case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed:
+			reason = s.unusable.Reason
+		}
+		markWaiting(s.claim, 0, false, reason, s.unusable.Message)
 		s.done = true
 	}
 	return ctrl.Result{}, nil

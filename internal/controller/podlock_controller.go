@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
 // PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
@@ -94,11 +95,11 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, r.markHolder(ctx, pod, claim)
 }
 
-// claimFor returns the pod's claim for lockName, creating it if needed. It returns nil, without
-// error, while the claim's name is still taken by the claim of a previous pod of the same name
-// (a StatefulSet pod replaced): garbage collection removes that one, and its deletion wakes us.
+// claimFor returns the pod's claim for lockName, creating it if needed. The claim has the name
+// lockctl gives a pod's claim, so that lockctl in an annotated pod attaches to the same claim.
+// It returns nil, without error, when a claim of that name is not the pod's own.
 func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockName string) (*locksv1alpha1.LockClaim, error) {
-	name := podClaimName(pod.Name, lockName)
+	name := lockclient.ClaimName(pod.Name, pod.UID, lockName)
 	claim := &locksv1alpha1.LockClaim{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim)
 	switch {
@@ -175,18 +176,6 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	}
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
 	return nil
-}
-
-// podClaimName is the name of the claim a pod gets for a lock: readable when it fits, else cut
-// and made unique with a hash of the full name.
-func podClaimName(pod, lock string) string {
-	name := pod + "-" + lock
-	if len(name) <= validation.DNS1123SubdomainMaxLength {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	suffix := "-" + hex.EncodeToString(sum[:])[:10]
-	return name[:validation.DNS1123SubdomainMaxLength-len(suffix)] + suffix
 }
 
 // podLabelValue fits a pod name into a label value (at most 63 characters).

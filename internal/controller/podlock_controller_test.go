@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
 // Pods that ask for a lock by annotation, with or without the scheduling gate. envtest has no
@@ -89,7 +90,7 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Consistently(podState(ns, "web-1")).WithTimeout(time.Second).Should(Equal("gated/"))
 		Expect(podState(ns, "web-2")(Default)).To(Equal("gated/"))
 
-		claim := claimOf(ns, "web-0-migrate")(Default)
+		claim := claimOf(ns, lockclient.ClaimName("web-0", pods[0].UID, "migrate"))(Default)
 		Expect(metav1.IsControlledBy(claim, pods[0])).To(BeTrue(), "the claim is owned by its pod")
 		Expect(claim.Spec.Holder.PodName).To(Equal("web-0"))
 		p0 := &corev1.Pod{}
@@ -113,9 +114,9 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 	It("get a claim and the token annotation without a gate too", func() {
 		ns := newNamespace()
 		newLock(ns, "db")
-		newLockPod(ns, "worker", "db", false)
+		p := newLockPod(ns, "worker", "db", false)
 		Eventually(podState(ns, "worker")).Should(MatchRegexp(`^ungated/\d+$`))
-		Expect(phaseOf(ns, "worker-db")()).To(Equal(held))
+		Expect(phaseOf(ns, lockclient.ClaimName("worker", p.UID, "db"))()).To(Equal(held))
 	})
 
 	It("wait, with an event saying why, while the lock does not exist", func() {

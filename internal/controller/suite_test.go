@@ -49,6 +49,7 @@ import (
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -67,9 +68,10 @@ var (
 	scheme    = runtime.NewScheme()
 	k8sClient client.Client
 
-	// faultyStore backs every LockBackend of type SQL in this suite (that backend is not built
-	// yet); each LockBackend gets its own session on it, as with a real store. LockBackends of
-	// type Redis, Redlock, Etcd and ZooKeeper use the real backends against real server processes.
+	// faultyStore backs the LockBackends of type SQL whose DSN Secret is faultyStoreSecret: a
+	// backend the specs can make fail at will. Each LockBackend gets its own session on it, as
+	// with a real store. Every other LockBackend (Redis, Redlock, Etcd, ZooKeeper, SQL) uses the
+	// real backend against real server processes.
 	faultyStore = &faultyBackends{store: fake.New()}
 
 	mgrMu     sync.Mutex
@@ -140,8 +142,11 @@ func startManager() {
 	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendSQL, func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
-			return faultyStore.newSession(), nil
+		registry.WithFactory(locksv1alpha1.BackendSQL, func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
+			if spec.SQL.DSNSecretRef.Name == faultyStoreSecret {
+				return faultyStore.newSession(), nil
+			}
+			return sqlbackend.Factory(ctx, spec, secrets)
 		}),
 		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
 		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
 // startManager runs the manager binary against the cluster until the spec (or container) ends.
@@ -63,7 +64,7 @@ var _ = Describe("Pods that ask for a lock by annotation and scheduling gate", O
 
 	It("are scheduled one at a time, each after its predecessor is deleted, with rising tokens", func() {
 		ns := newNamespace()
-		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "gated-deployment.yaml"))
+		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "pods", "gated-deployment.yaml"))
 		selector := client.MatchingLabels{"app": "report-writer"}
 
 		// holder waits until exactly one pod is ungated and running on a node, the rest of the
@@ -116,7 +117,7 @@ var _ = Describe("Pods that ask for a lock by annotation and scheduling gate", O
 
 	It("let a gated Job's pod run, complete and hand the lock on", func() {
 		ns := newNamespace()
-		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "gated-job.yaml"))
+		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "pods", "gated-job.yaml"))
 		_, err := kubectlStdin(`
 apiVersion: batch/v1
 kind: Job
@@ -142,7 +143,7 @@ spec:
 			Expect(err).NotTo(HaveOccurred(), "job %s's pod carries its token", job)
 			tokens = append(tokens, token)
 			claim := &locksv1alpha1.LockClaim{}
-			Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: pods[0].Name + "-search-index"}, claim)).To(Succeed())
+			Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: lockclient.ClaimName(pods[0].Name, pods[0].UID, "search-index")}, claim)).To(Succeed())
 			Expect(claim.Status.Phase).To(Equal(locksv1alpha1.ClaimReleased), "a completed pod hands the lock on")
 		}
 		Expect(tokens[0]).NotTo(Equal(tokens[1]))

@@ -37,9 +37,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/proc"
 )
 
 const (
@@ -72,9 +73,8 @@ type Member struct {
 	cluster string // --initial-cluster
 	token   string // --initial-cluster-token
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
+	// proc is the member's process, nil before the first launch.
+	proc *proc.Process
 }
 
 // Start starts a single-member etcd cluster and waits until it is healthy.
@@ -118,10 +118,10 @@ func startCluster(t testing.TB, bin string, n, attempt int, opts Options) ([]*Me
 	for i := range members {
 		m := &Member{t: t, bin: bin, opts: opts, Name: fmt.Sprintf("m%d", i), Dir: t.TempDir()}
 		var err error
-		if m.ClientPort, err = freePort(); err != nil {
+		if m.ClientPort, err = proc.FreePort(); err != nil {
 			return nil, err
 		}
-		if m.PeerPort, err = freePort(); err != nil {
+		if m.PeerPort, err = proc.FreePort(); err != nil {
 			return nil, err
 		}
 		t.Cleanup(m.cleanup)
@@ -170,24 +170,20 @@ func (m *Member) peerURL() string {
 
 // PID is the process ID of the running member; 0 when it is not running.
 func (m *Member) PID() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.proc == nil {
 		return 0
 	}
-	return m.cmd.Process.Pid
+	return m.proc.PID()
 }
 
 // Kill kills the member with SIGKILL and waits until it has exited. Its data directory stays, so
 // Restart brings it back with its data.
 func (m *Member) Kill() {
 	m.t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.PID() == 0 {
 		m.t.Fatalf("etcdtest: Kill: member %s (client port %d) is not running", m.Name, m.ClientPort)
 	}
-	m.killLocked()
+	m.kill()
 }
 
 // Restart starts a killed member again on the same ports with its data, and waits until it is
@@ -229,37 +225,29 @@ func (m *Member) args() []string {
 	return args
 }
 
-// launch runs the member without waiting for it.
+// launch runs the member (again, on a restart) without waiting for it.
 func (m *Member) launch() error {
-	out, err := os.OpenFile(filepath.Join(m.Dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if m.proc != nil {
+		return m.proc.Restart()
+	}
+	p, err := proc.Start(proc.Spec{
+		Name:    "etcd member " + m.Name,
+		Path:    m.bin,
+		Args:    m.args(),
+		Dir:     m.Dir,
+		LogFile: filepath.Join(m.Dir, "etcd.log"),
+	})
 	if err != nil {
 		return err
 	}
-	defer out.Close() // the child has its own copy
-	cmd := exec.Command(m.bin, m.args()...)
-	cmd.Dir = m.Dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", m.bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	m.mu.Lock()
-	m.cmd, m.exited = cmd, exited
-	m.mu.Unlock()
+	m.proc = p
 	return nil
 }
 
 // waitHealthy polls the member's /health endpoint until it reports healthy, the member exits, or
 // startTimeout passes. On failure the member is killed and the error carries its log.
 func (m *Member) waitHealthy() error {
-	m.mu.Lock()
-	exited := m.exited
-	m.mu.Unlock()
+	exited := m.proc.Exited()
 	client := &http.Client{Timeout: time.Second}
 	if m.opts.TLS != nil {
 		client.Transport = &http.Transport{TLSClientConfig: m.opts.TLS.Client}
@@ -282,9 +270,7 @@ func (m *Member) waitHealthy() error {
 }
 
 func (m *Member) failed(err error) error {
-	m.mu.Lock()
-	m.killLocked()
-	m.mu.Unlock()
+	m.kill()
 	return fmt.Errorf("etcd member %s on client port %d: %w\n%s", m.Name, m.ClientPort, err, m.logs())
 }
 
@@ -308,25 +294,17 @@ func health(client *http.Client, endpoint string) error {
 	return nil
 }
 
-// killLocked kills the process and waits for it. Callers hold m.mu.
-func (m *Member) killLocked() {
-	if m.cmd == nil {
+// kill kills the process and waits for it.
+func (m *Member) kill() {
+	if m.proc == nil {
 		return
 	}
-	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-m.exited:
-	case <-time.After(30 * time.Second):
-		m.t.Errorf("etcdtest: etcd (pid %d) did not exit after SIGKILL", m.cmd.Process.Pid)
+	if err := m.proc.Kill(); err != nil {
+		m.t.Errorf("etcdtest: %v", err)
 	}
-	m.cmd, m.exited = nil, nil
 }
 
-func (m *Member) cleanup() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.killLocked()
-}
+func (m *Member) cleanup() { m.kill() }
 
 // logs returns the end of the member's log, for failure messages.
 func (m *Member) logs() string {
@@ -403,14 +381,4 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-// freePort returns a loopback TCP port that nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

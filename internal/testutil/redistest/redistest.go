@@ -41,6 +41,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/proc"
 )
 
 // InstallCommand installs the redis-server the tests need (Debian, as root).
@@ -75,10 +77,10 @@ type Server struct {
 	// Port is the loopback port the server listens on, kept across restarts.
 	Port int
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when cmd has exited
-	paused  bool
+	// proc is the server process, nil before the first start.
+	proc *proc.Process
+
+	mu      sync.Mutex // guards clients
 	clients []*goredis.Client
 }
 
@@ -90,7 +92,7 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Cleanup(s.cleanup)
 	var err error
 	for range startAttempts {
-		if s.Port, err = freePort(); err != nil {
+		if s.Port, err = proc.FreePort(); err != nil {
 			t.Fatalf("redistest: finding a free port: %v", err)
 		}
 		if err = s.start(); err == nil {
@@ -118,23 +120,19 @@ func (s *Server) Addr() string {
 
 // PID is the process ID of the running server; 0 when it is not running.
 func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Kill kills the server with SIGKILL and waits until it has exited. Its data is gone.
 func (s *Server) Kill() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.PID() == 0 {
 		s.t.Fatalf("redistest: Kill: the server on port %d is not running", s.Port)
 	}
-	s.killLocked()
+	s.kill()
 }
 
 // Restart starts a killed server again on the same port, empty, and waits until it answers PING.
@@ -153,29 +151,21 @@ func (s *Server) Restart() {
 func (s *Server) Pause() {
 	s.t.Helper()
 	s.signal(syscall.SIGSTOP)
-	s.mu.Lock()
-	s.paused = true
-	s.mu.Unlock()
 }
 
 // Resume continues a paused server with SIGCONT.
 func (s *Server) Resume() {
 	s.t.Helper()
 	s.signal(syscall.SIGCONT)
-	s.mu.Lock()
-	s.paused = false
-	s.mu.Unlock()
 }
 
 func (s *Server) signal(sig syscall.Signal) {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.PID() == 0 {
 		s.t.Fatalf("redistest: %v: the server on port %d is not running", sig, s.Port)
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("redistest: sending %v to redis-server (pid %d): %v", sig, s.cmd.Process.Pid, err)
+	if err := s.proc.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v", err)
 	}
 }
 
@@ -236,33 +226,27 @@ func (s *Server) args() []string {
 	return append(args, s.opts.Args...)
 }
 
-// start runs the server and waits until it answers PING.
+// start runs the server (again, on a restart) and waits until it answers PING.
 func (s *Server) start() error {
-	out, err := os.OpenFile(filepath.Join(s.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	var err error
+	if s.proc == nil {
+		s.proc, err = proc.Start(proc.Spec{
+			Name:    "redis-server",
+			Path:    s.bin,
+			Args:    s.args(),
+			Dir:     s.Dir,
+			LogFile: filepath.Join(s.Dir, "stdout.log"),
+		})
+	} else {
+		err = s.proc.Restart()
+	}
 	if err != nil {
 		return err
 	}
-	defer out.Close() // the child has its own copy
-	cmd := exec.Command(s.bin, s.args()...)
-	cmd.Dir = s.Dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.bin, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited, s.paused = cmd, exited, false
-	s.mu.Unlock()
 
-	if err := s.waitReady(exited); err != nil {
-		s.mu.Lock()
-		s.killLocked()
-		s.mu.Unlock()
+	if err := s.waitReady(s.proc.Exited()); err != nil {
+		s.kill()
+		s.proc = nil // the next attempt may use another port
 		return fmt.Errorf("redis-server on port %d: %w\n%s", s.Port, err, s.logs())
 	}
 	return nil
@@ -294,28 +278,24 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 	return fmt.Errorf("did not answer PING within %s: %w", startTimeout, err)
 }
 
-// killLocked kills the process and waits for it. Callers hold s.mu.
-func (s *Server) killLocked() {
-	if s.cmd == nil {
+// kill kills the process and waits for it.
+func (s *Server) kill() {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL) // works on a stopped process too
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.t.Errorf("redistest: redis-server (pid %d) did not exit after SIGKILL", s.cmd.Process.Pid)
+	if err := s.proc.Kill(); err != nil {
+		s.t.Errorf("redistest: %v", err)
 	}
-	s.cmd, s.exited, s.paused = nil, nil, false
 }
 
 func (s *Server) cleanup() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, c := range s.clients {
 		_ = c.Close()
 	}
 	s.clients = nil
-	s.killLocked()
+	s.mu.Unlock()
+	s.kill()
 }
 
 // logs returns the end of the server's log files, for failure messages.
@@ -352,14 +332,4 @@ func binary(t testing.TB) string {
 	t.Fatalf("redistest: redis-server is not installed (not on PATH, not at /usr/bin/redis-server). "+
 		"These tests run against a real Redis and never skip. Install it with:\n\t%s", InstallCommand)
 	return ""
-}
-
-// freePort returns a loopback TCP port that nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

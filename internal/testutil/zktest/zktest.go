@@ -45,10 +45,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/proc"
 )
 
 // InstallCommand installs the ZooKeeper server the tests need (Debian, as root).
@@ -80,9 +80,8 @@ type Server struct {
 	// Port is the loopback port the server listens on, kept across restarts.
 	Port int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
+	// proc is the server process, nil before the first start.
+	proc *proc.Process
 }
 
 // Start starts a ZooKeeper server on a free loopback port and waits until it answers `srvr`. The
@@ -94,7 +93,7 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(s.cleanup)
 	var err error
 	for range startAttempts {
-		if s.Port, err = freePort(); err != nil {
+		if s.Port, err = proc.FreePort(); err != nil {
 			t.Fatalf("zktest: finding a free port: %v", err)
 		}
 		if err = s.start(); err == nil {
@@ -112,23 +111,19 @@ func (s *Server) Addr() string {
 
 // PID is the process ID of the running server; 0 when it is not running.
 func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Kill kills the server with SIGKILL and waits until it has exited. Its data directory stays.
 func (s *Server) Kill() {
 	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.PID() == 0 {
 		s.t.Fatalf("zktest: Kill: the server on port %d is not running", s.Port)
 	}
-	s.killLocked()
+	s.kill()
 }
 
 // Restart starts a killed server again on the same port and data directory, and waits until it
@@ -165,40 +160,35 @@ func (s *Server) config() string {
 // start runs the server and waits until it answers `srvr`.
 func (s *Server) start() error {
 	cfg := filepath.Join(s.Dir, "zoo.cfg")
-	if err := os.WriteFile(cfg, []byte(s.config()), 0o644); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(filepath.Join(s.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	err := os.WriteFile(cfg, []byte(s.config()), 0o644)
 	if err != nil {
 		return err
 	}
-	defer out.Close() // the child has its own copy
-	cmd := exec.Command(s.java,
-		"-Xmx256m",
-		"-Dzookeeper.admin.enableServer=false",
-		"-Dzookeeper.4lw.commands.whitelist=*",
-		"-Dzookeeper.log.dir="+s.Dir,
-		"-cp", ConfDir+":"+s.jar,
-		"org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
-	cmd.Dir = s.Dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.java, err)
+	if s.proc == nil {
+		s.proc, err = proc.Start(proc.Spec{
+			Name: "ZooKeeper",
+			Path: s.java,
+			Args: []string{
+				"-Xmx256m",
+				"-Dzookeeper.admin.enableServer=false",
+				"-Dzookeeper.4lw.commands.whitelist=*",
+				"-Dzookeeper.log.dir=" + s.Dir,
+				"-cp", ConfDir + ":" + s.jar,
+				"org.apache.zookeeper.server.ZooKeeperServerMain", cfg,
+			},
+			Dir:     s.Dir,
+			LogFile: filepath.Join(s.Dir, "server.log"),
+		})
+	} else {
+		err = s.proc.Restart()
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
-	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 
-	if err := s.waitReady(exited); err != nil {
-		s.mu.Lock()
-		s.killLocked()
-		s.mu.Unlock()
+	if err := s.waitReady(s.proc.Exited()); err != nil {
+		s.kill()
+		s.proc = nil // the next attempt may use another port
 		return fmt.Errorf("ZooKeeper on port %d: %w\n%s", s.Port, err, s.logs())
 	}
 	return nil
@@ -244,25 +234,17 @@ func fourLetterWord(addr, word string, timeout time.Duration) (string, error) {
 	return string(b), nil
 }
 
-// killLocked kills the process and waits for it. Callers hold s.mu.
-func (s *Server) killLocked() {
-	if s.cmd == nil {
+// kill kills the process and waits for it.
+func (s *Server) kill() {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.t.Errorf("zktest: ZooKeeper (pid %d) did not exit after SIGKILL", s.cmd.Process.Pid)
+	if err := s.proc.Kill(); err != nil {
+		s.t.Errorf("zktest: %v", err)
 	}
-	s.cmd, s.exited = nil, nil
 }
 
-func (s *Server) cleanup() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killLocked()
-}
+func (s *Server) cleanup() { s.kill() }
 
 // logs returns the end of the server's log, for failure messages.
 func (s *Server) logs() string {
@@ -298,14 +280,4 @@ func binaries(t testing.TB) (java, jar string) {
 		java = p
 	}
 	return java, jar
-}
-
-// freePort returns a loopback TCP port that nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -14,12 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package redistest
+// Command lockctl asks lockwarden for distributed locks from init containers, scripts and
+// shells: acquire (for its own pod), run (hold a lock while a command runs), wait, release and
+// status. See docs/lockctl.md.
+package main
 
-import "syscall"
+import (
+	"os"
 
-// sysProcAttr makes the kernel kill the server if the test process dies without cleaning up (a
-// test binary killed by its timeout), so that no redis-server outlives its test.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
+)
+
+func main() {
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(a.main(os.Args[1:]))
 }

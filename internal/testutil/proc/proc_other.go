@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 /*
 Copyright 2026 The lockwarden Authors.
@@ -16,9 +16,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package redistest
+package proc
 
 import "syscall"
 
-// sysProcAttr: only Linux can tie the server's life to the test process's.
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+// sysProcAttr puts the server in its own process group, so that Kill reaches the workers it
+// forks. Only Linux can tie the server's life to the test process's.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -14,12 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package etcdtest
+package proc
 
 import "syscall"
 
-// sysProcAttr makes the kernel kill the server if the test process dies without cleaning up (a
-// test binary killed by its timeout), so that no etcd outlives its test.
+// sysProcAttr puts the server in its own process group, so that Kill reaches the workers it
+// forks, and makes the kernel kill it if the test process dies without cleaning up (a test binary
+// killed by its timeout), so that no server outlives its test.
 func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -1,0 +1,262 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockwarden/lockwarden/pkg/lockclient"
+)
+
+// Unit tests: argument parsing, exit codes and messages, the token file, and the supervision of a
+// command in `run`. The commands against a real API server are in the envtest suite.
+
+func TestParseArgs(t *testing.T) {
+	cases := []struct {
+		name        string
+		args        []string
+		stopAtFirst bool
+		wantLock    string
+		wantPos     []string
+		wantErr     bool
+	}{
+		{name: "flags only", args: []string{"--lock", "db"}, wantLock: "db"},
+		{name: "single dash and =", args: []string{"-lock=db"}, wantLock: "db"},
+		{name: "flags after a positional", args: []string{"claim-1", "--lock", "db"}, wantLock: "db", wantPos: []string{"claim-1"}},
+		{name: "positionals around flags", args: []string{"a", "--lock", "db", "b"}, wantLock: "db", wantPos: []string{"a", "b"}},
+		{name: "-- ends the flags", args: []string{"--lock", "db", "--", "sh", "-c", "exit 7"}, wantLock: "db", wantPos: []string{"sh", "-c", "exit 7"}},
+		{name: "run: the command starts at the first positional", args: []string{"--lock", "db", "sh", "-c", "exit 7"}, stopAtFirst: true, wantLock: "db", wantPos: []string{"sh", "-c", "exit 7"}},
+		{name: "run: -- is optional", args: []string{"--lock", "db", "--", "env"}, stopAtFirst: true, wantLock: "db", wantPos: []string{"env"}},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: true},
+		{name: "missing value", args: []string{"--lock"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
+			fs := a.newFlagSet("test", "test")
+			lock := fs.String("lock", "", "")
+			pos, err := a.parseArgs(fs, tc.args, tc.stopAtFirst)
+			if tc.wantErr {
+				if exitCode(err) != exitUsage {
+					t.Fatalf("want a usage error, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *lock != tc.wantLock || fmt.Sprint(pos) != fmt.Sprint(tc.wantPos) {
+				t.Fatalf("got lock %q positionals %q, want %q %q", *lock, pos, tc.wantLock, tc.wantPos)
+			}
+		})
+	}
+}
+
+func TestUsageErrorsExit2WithOneLine(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: nil, want: "lockctl: missing command"},
+		{args: []string{"frobnicate"}, want: `lockctl: unknown command "frobnicate"; run lockctl --help`},
+		{args: []string{"acquire"}, want: "lockctl: --lock is required; see lockctl acquire -h"},
+		{args: []string{"acquire", "--lock", "db"}, want: "lockctl: POD_NAME is not set"},
+		{args: []string{"acquire", "--lock", "db", "extra"}, want: `lockctl: acquire takes no arguments, got ["extra"]`},
+		{args: []string{"acquire", "--lock", "db", "--timeout", "soon"}, want: `lockctl: acquire: invalid value "soon" for flag -timeout`},
+		{args: []string{"acquire", "--lock", "db", "-n", "b"}, env: map[string]string{"POD_NAME": "p", "POD_NAMESPACE": "a"},
+			want: "lockctl: --namespace b differs from POD_NAMESPACE a"},
+		{args: []string{"run", "--lock", "db"}, want: "lockctl: run needs a command"},
+		{args: []string{"run", "--", "true"}, want: "lockctl: --lock is required"},
+		{args: []string{"wait"}, want: "lockctl: wait takes one LockClaim name"},
+		{args: []string{"release"}, want: "lockctl: release takes either one LockClaim name or --lock"},
+		{args: []string{"release", "c", "--lock", "db"}, want: "lockctl: release takes either one LockClaim name or --lock"},
+		{args: []string{"release", "--lock", "db"}, want: "lockctl: --lock releases this pod's claim, but POD_NAME is not set"},
+		{args: []string{"status", "a", "b"}, want: "lockctl: status takes at most one lock name"},
+		{args: []string{"status", "-o", "xml"}, want: `lockctl: --output must be text, json or yaml, not "xml"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			a := &app{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return tc.env[k] }}
+			if code := a.main(tc.args); code != exitUsage {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, exitUsage, stderr.String())
+			}
+			if !strings.HasPrefix(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q, want it to start with %q", stderr.String(), tc.want)
+			}
+			if strings.Count(stderr.String(), "\n") != 1 {
+				t.Fatalf("stderr %q is not one line", stderr.String())
+			}
+		})
+	}
+}
+
+func TestHelpExits0(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"acquire", "-h"}, {"run", "--help"}, {"status", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		a := &app{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }}
+		if code := a.main(args); code != exitOK || !strings.Contains(stdout.String(), "Usage") || stderr.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+func TestExitCodesAndMessages(t *testing.T) {
+	lerr := func(kind error, detail string) error {
+		return &lockclient.Error{Kind: kind, Namespace: "team-a", Lock: "db-migrate", Detail: detail}
+	}
+	cases := []struct {
+		cmd  string
+		err  error
+		code int
+		line string
+	}{
+		{"acquire", nil, 0, ""},
+		{"acquire", usagef("--lock is required"), 2, "lockctl: --lock is required; see lockctl acquire -h"},
+		{"acquire", lerr(lockclient.ErrTimedOut, `timed out waiting for lock "db-migrate" in namespace "team-a"`), 3,
+			`lockctl: timed out waiting for lock "db-migrate" in namespace "team-a"; raise --timeout, or see who holds the lock: lockctl status db-migrate -n team-a`},
+		{"acquire", lerr(lockclient.ErrLockNotFound, `lock "db-migrate" not found in namespace "team-a"`), 4,
+			`lockctl: lock "db-migrate" not found in namespace "team-a"; create the DistributedLock or fix --lock`},
+		{"acquire", lerr(lockclient.ErrPodNotFound, `pod "web-0" not found in namespace "team-a"`), 4,
+			`lockctl: pod "web-0" not found in namespace "team-a"; set POD_NAME, POD_NAMESPACE and POD_UID from the downward API of the pod lockctl runs in (docs/lockctl.md)`},
+		{"acquire", lerr(lockclient.ErrForbidden, "lockclaims is forbidden: User \"u\" cannot create resource \"lockclaims\""), 4,
+			`lockctl: lockclaims is forbidden: User "u" cannot create resource "lockclaims"; give the service account the lockctl Role (config/samples/pods/lockctl-rbac.yaml) or fix --as`},
+		{"acquire", lerr(lockclient.ErrBackendNotFound, "lock cannot be used"), 4, "lockctl: lock cannot be used; ask a cluster admin"},
+		{"wait", lerr(lockclient.ErrClaimNotFound, `claim "c" not found in namespace "team-a"`), 4,
+			`lockctl: claim "c" not found in namespace "team-a"; list the claims with: kubectl get lockclaims -n team-a`},
+		{"wait", lerr(lockclient.ErrClaimEnded, "claim ended in phase Lost"), 4, "lockctl: claim ended in phase Lost; run lockctl again to queue a new claim"},
+		{"run", lerr(lockclient.ErrLost, "lost lock \"db-migrate\"\nsomething"), 5, `lockctl: lost lock "db-migrate" something; its fencing token is stale; the command was stopped`},
+		{"release", lerr(lockclient.ErrTimedOut, "not released yet"), 3, "lockctl: not released yet; check that the lockwarden controller is running"},
+		{"status", errors.New("Get \"https://x\": dial tcp: connection refused"), 1, `lockctl: Get "https://x": dial tcp: connection refused`},
+		{"acquire", fmt.Errorf("wrapped: %w", lerr(lockclient.ErrLockNotFound, "gone")), 4, "lockctl: wrapped: gone; create the DistributedLock or fix --lock"},
+		{"acquire", fmt.Errorf("reading LockClaim x: %w", context.Canceled), 1, "lockctl: interrupted by a signal"},
+	}
+	for _, tc := range cases {
+		if got := exitCode(tc.err); got != tc.code {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
+		}
+		if tc.err == nil {
+			continue
+		}
+		if got := errorLine(tc.cmd, tc.err); !strings.HasPrefix(got, tc.line) || strings.Contains(got, "\n") {
+			t.Errorf("errorLine(%s, %v) =\n  %q\nwant prefix\n  %q", tc.cmd, tc.err, got, tc.line)
+		}
+	}
+}
+
+func TestWriteTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	if err := writeTokenFile(path, 1764480000000001); err != nil {
+		t.Fatal(err)
+	}
+	// Overwriting replaces the token (a re-attach after a restart).
+	if err := writeTokenFile(path, 1764480000000002); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "1764480000000002" {
+		t.Fatalf("token file holds %q", b)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 {
+		t.Fatalf("token file mode %v, want 0644", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %v", entries)
+	}
+
+	err = writeTokenFile(filepath.Join(dir, "missing", "token"), 1)
+	if err == nil || !strings.Contains(err.Error(), "mount a writable volume") {
+		t.Fatalf("want an error that says what to do, got %v", err)
+	}
+}
+
+func TestCommandExitCode(t *testing.T) {
+	cases := map[string]int{"exit 0": 0, "exit 7": 7, "kill -TERM $$": 128 + int(syscall.SIGTERM)}
+	for script, want := range cases {
+		err := exec.Command("sh", "-c", script).Run()
+		if got := commandExitCode(err); got != want {
+			t.Errorf("%s: exit code %d, want %d", script, got, want)
+		}
+	}
+}
+
+func TestSuperviseStopsTheCommandWhenTheLockIsLost(t *testing.T) {
+	cases := []struct {
+		name   string
+		script string
+		want   int
+	}{
+		// The shell traps TERM and exits on its own.
+		{"TERM", `trap 'exit 0' TERM; while :; do sleep 0.05; done`, 0},
+		// The shell ignores TERM: KILL after the grace period.
+		{"KILL after grace", `trap '' TERM; while :; do sleep 0.05; done`, 128 + int(syscall.SIGKILL)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", tc.script)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lostErr := &lockclient.Error{Kind: lockclient.ErrLost, Detail: "lost"}
+			start := time.Now()
+			code, err := supervise(cmd, nil, 300*time.Millisecond, func(ctx context.Context) error {
+				time.Sleep(100 * time.Millisecond)
+				return lostErr
+			})
+			if !errors.Is(err, lockclient.ErrLost) || code != tc.want {
+				t.Fatalf("supervise = %d, %v; want %d and the loss", code, err, tc.want)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("took %s", time.Since(start))
+			}
+		})
+	}
+
+	// No loss: the command's own code, and a signal to lockctl reaches the command.
+	cmd := exec.Command("sh", "-c", `trap 'exit 9' INT; while :; do sleep 0.05; done`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	signals := make(chan os.Signal, 1)
+	go func() { time.Sleep(100 * time.Millisecond); signals <- os.Interrupt }()
+	code, err := supervise(cmd, signals, time.Second, func(ctx context.Context) error { <-ctx.Done(); return nil })
+	if err != nil || code != 9 {
+		t.Fatalf("supervise = %d, %v; want 9 and no loss", code, err)
+	}
+}

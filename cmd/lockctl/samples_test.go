@@ -1,0 +1,97 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// samples reads the objects of a file in config/samples/pods.
+func samples(file string) []*unstructured.Unstructured {
+	GinkgoHelper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "pods", file))
+	Expect(err).NotTo(HaveOccurred())
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return objs
+}
+
+// applySamples creates a sample file's objects in ns (dry run only, if dryRun).
+func applySamples(ns, file string, dryRun bool) {
+	GinkgoHelper()
+	for _, u := range samples(file) {
+		u.SetNamespace(ns)
+		if u.GetKind() == "RoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			Expect(unstructured.SetNestedSlice(u.Object, subjects, "subjects")).To(Succeed())
+		}
+		var opts []client.CreateOption
+		if dryRun {
+			opts = append(opts, client.DryRunAll)
+		}
+		Expect(k8sClient.Create(ctx(), u, opts...)).To(Succeed(), "%s: %s %s", file, u.GetKind(), u.GetName())
+	}
+}
+
+var _ = Describe("The lockctl samples", func() {
+	It("are accepted by the API server", func() {
+		ns := newNamespace()
+		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml"} {
+			applySamples(ns, file, true)
+		}
+	})
+
+	It("grant a workload's service account all that lockctl needs", func() {
+		ns := newNamespace()
+		applySamples(ns, "lockctl-rbac.yaml", false)
+		newLock(ns, "db-migrate")
+		web1, web2 := newPod(ns, "web-1"), newPod(ns, "web-2")
+		as := []string{"--as", "system:serviceaccount:" + ns + ":web"}
+
+		code, _, stderr := run(podEnv(web1), append([]string{"acquire", "--lock", "db-migrate"}, as...)...)
+		Expect(code).To(Equal(exitOK), stderr)
+		code, _, stderr = run(podEnv(web1), append([]string{"status", "db-migrate"}, as...)...)
+		Expect(code).To(Equal(exitOK), stderr)
+		waiter := start(podEnv(web2), append([]string{"run", "--lock", "db-migrate", "--", "true"}, as...)...)
+		code, _, stderr = run(podEnv(web1), append([]string{"release", "--lock", "db-migrate"}, as...)...)
+		Expect(code).To(Equal(exitOK), stderr)
+		Expect(waiter.wait(30*time.Second)).To(Equal(exitOK), waiter.stderr())
+
+		// Listing every lock needs more than the workload Role grants.
+		code, _, stderr = run(nil, append([]string{"status", "-n", ns}, as...)...)
+		Expect(code).To(Equal(exitClaimFailed))
+		Expect(oneLine(stderr)).To(ContainSubstring(`cannot list resource "distributedlocks"`))
+	})
+})

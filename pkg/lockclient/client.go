@@ -1,0 +1,395 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package lockclient asks lockwarden for distributed locks from Go programs: it creates a
+// LockClaim (for a pod, or detached), waits for it by watching, and releases it. lockctl is built
+// on it.
+//
+//	c, err := lockclient.New(cfg)
+//	res, err := c.Acquire(ctx, lockclient.Request{Namespace: "team-a", Lock: "db-migrate",
+//		Pod: &lockclient.Pod{Name: os.Getenv("POD_NAME"), UID: types.UID(os.Getenv("POD_UID"))}})
+//	// use res.FencingToken with the protected resource
+//	err = c.Release(ctx, res.Namespace, res.Claim)
+//
+// A claim made for a pod is owned by the pod (garbage collected with it) and has a name derived
+// from the pod's UID and the lock, so a restarted process of the same pod finds its claim again
+// instead of queueing twice. A detached claim holds the lock until it is deleted.
+//
+// The RBAC a caller needs: create, get, list, watch and delete on lockclaims; get on
+// distributedlocks; get on pods (for claims made for a pod).
+package lockclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// ManagedByLabel marks the claims this package creates (value ManagedByValue).
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "lockctl"
+)
+
+// cleanupTimeout bounds the deletion of a claim that an Acquire gave up on.
+const cleanupTimeout = 10 * time.Second
+
+// Client asks for, waits for and releases locks.
+type Client struct {
+	kube client.WithWatch
+}
+
+// NewScheme returns a scheme with the kinds lockclient reads and writes: LockClaim,
+// DistributedLock and Pod.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := locksv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a Client for the API server that cfg points at.
+func New(cfg *rest.Config) (*Client, error) {
+	s, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, err
+	}
+	return NewFromClient(c), nil
+}
+
+// NewFromClient returns a Client that uses c, whose scheme must know LockClaim, DistributedLock
+// and Pod. c must read from the API server, not from a cache.
+func NewFromClient(c client.WithWatch) *Client { return &Client{kube: c} }
+
+// Pod names the pod a claim is made for.
+type Pod struct {
+	// Name of the pod, in the claim's namespace.
+	Name string
+	// UID of the pod (metadata.uid from the downward API). Empty: read from the pod.
+	UID types.UID
+}
+
+// Request asks for a lock.
+type Request struct {
+	// Namespace of the lock (and of the pod, for a claim made for a pod).
+	Namespace string
+	// Lock is the DistributedLock's name.
+	Lock string
+	// Pod is the pod the claim is made for; nil makes a detached claim.
+	Pod *Pod
+	// Timeout bounds the wait (0 waits forever). It is also written to the claim as
+	// spec.waitTimeoutSeconds, rounded up, so that the lock is never granted to a claim whose
+	// caller has given up.
+	Timeout time.Duration
+}
+
+// Result describes a granted claim.
+type Result struct {
+	// Namespace, Lock and Claim name the lock and the claim that holds it.
+	Namespace, Lock, Claim string
+	// Pod is the holder pod; empty for a detached claim.
+	Pod string
+	// Identity is the holder identity on the backend.
+	Identity string
+	// FencingToken is the token issued at the grant; pass it to the protected resource.
+	FencingToken int64
+	// AcquireTime is when the lock was granted; ExpireTime when it expires unless renewed.
+	AcquireTime, ExpireTime time.Time
+	// Waited is how long the call took.
+	Waited time.Duration
+	// Reattached says the claim already existed (a restarted process of the same pod).
+	Reattached bool
+}
+
+// Holder is the pod name of a held claim, or the claim's name when it is detached.
+func (r *Result) Holder() string {
+	if r.Pod != "" {
+		return r.Pod
+	}
+	return r.Claim
+}
+
+// ClaimName is the name of the claim that pod (with UID uid) makes for lock: stable across
+// restarts of the pod's containers, different for a replacement pod of the same name.
+func ClaimName(pod string, uid types.UID, lock string) string {
+	sum := sha256.Sum256([]byte(string(uid) + "/" + lock))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	base := pod + "-" + lock
+	const maxBase = 253 - 1 - 10
+	if len(base) > maxBase {
+		base = strings.TrimRight(base[:maxBase], "-.")
+	}
+	return base + "-" + suffix
+}
+
+// PodClaim returns the name of the claim that pod has (or would have) for lock in namespace. It
+// reads the pod only when pod.UID is empty.
+func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock string) (string, error) {
+	if pod.UID == "" {
+		p, err := c.pod(ctx, namespace, pod)
+		if err != nil {
+			return "", err
+		}
+		pod.UID = p.UID
+	}
+	return ClaimName(pod.Name, pod.UID, lock), nil
+}
+
+// Acquire creates a claim for req (or, for a pod, finds the one it already has) and waits until
+// it holds the lock. On failure a claim that does not hold the lock is deleted, so that it is
+// never granted to a caller that has given up.
+func (c *Client) Acquire(ctx context.Context, req Request) (*Result, error) {
+	start := time.Now()
+	waitCtx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, start.Add(req.Timeout))
+		defer cancel()
+	}
+	claim, reattached, err := c.Claim(waitCtx, req)
+	if err != nil {
+		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
+	}
+	res, err := c.wait(waitCtx, claim.Namespace, claim.Name)
+	if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
+		// Our deadline passed: the lock may have been granted just now.
+		if r, lastErr := c.check(ctx, claim.Namespace, claim.Name); lastErr == nil && r != nil {
+			res, err = r, nil
+		}
+	}
+	if err != nil {
+		err = c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, claim.Name, err)
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		// Best effort: a claim left waiting must not be granted to a caller that has given up.
+		_ = c.kube.Delete(cleanup, claim, client.Preconditions{UID: &claim.UID})
+		return nil, err
+	}
+	res.Waited = time.Since(start)
+	res.Reattached = reattached
+	return res, nil
+}
+
+// timedOut reports err as ErrTimedOut when waitCtx's deadline (and not the caller's) ended it.
+func (c *Client) timedOut(ctx, waitCtx context.Context, ns, lock, claim string, err error) error {
+	if errors.Is(err, ErrTimedOut) || waitCtx.Err() == nil || ctx.Err() != nil {
+		return err
+	}
+	detail := fmt.Sprintf("timed out waiting for lock %q in namespace %q", lock, ns)
+	if claim != "" {
+		detail += fmt.Sprintf(" (claim %q", claim)
+		if _, pos := c.queuePosition(ctx, ns, claim); pos > 0 {
+			detail += fmt.Sprintf(", queue position %d", pos)
+		}
+		detail += ")"
+	}
+	return &Error{Kind: ErrTimedOut, Namespace: ns, Lock: lock, Claim: claim, Detail: detail, Err: context.DeadlineExceeded}
+}
+
+// queuePosition reads a claim's lock and place in the queue, for error messages.
+func (c *Client) queuePosition(ctx context.Context, ns, name string) (lock string, position int32) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	claim := &locksv1alpha1.LockClaim{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim); err != nil {
+		return "", 0
+	}
+	return claim.Spec.LockName, claim.Status.QueuePosition
+}
+
+// Claim creates the claim that req asks for and returns it. For a pod it first looks for the
+// claim the pod already has for the lock (reattached is then true); one that has ended is
+// replaced by a new one. It does not wait for the lock.
+func (c *Client) Claim(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, err error) {
+	if req.Namespace == "" || req.Lock == "" {
+		return nil, false, errors.New("lockclient: Request needs a Namespace and a Lock")
+	}
+	if err := c.lockExists(ctx, req.Namespace, req.Lock); err != nil {
+		return nil, false, err
+	}
+	if req.Pod == nil {
+		claim = newClaim(req)
+		claim.GenerateName = req.Lock + "-"
+		if err := c.kube.Create(ctx, claim); err != nil {
+			return nil, false, c.createError(err, req)
+		}
+		return claim, false, nil
+	}
+
+	pod, err := c.pod(ctx, req.Namespace, *req.Pod)
+	if err != nil {
+		return nil, false, err
+	}
+	name := ClaimName(pod.Name, pod.UID, req.Lock)
+	for range 5 {
+		existing := &locksv1alpha1.LockClaim{}
+		err := c.kube.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: name}, existing)
+		switch {
+		case err == nil && !ownedBy(existing, pod, req.Lock):
+			return nil, false, fmt.Errorf("LockClaim %s/%s exists but is not pod %s's claim for lock %s", req.Namespace, name, pod.Name, req.Lock)
+		case err == nil && existing.DeletionTimestamp.IsZero() && !isFinal(existing.Status.Phase):
+			return existing, true, nil
+		case err == nil:
+			// An ended claim (a previous attempt timed out, or its hold was lost): replace it.
+			if err := c.deleteAndWait(ctx, existing); err != nil {
+				return nil, false, err
+			}
+			continue
+		case !apierrors.IsNotFound(err):
+			return nil, false, apiError(err, "reading LockClaim "+name)
+		}
+		claim = newClaim(req)
+		claim.Name = name
+		claim.Spec.Holder = &locksv1alpha1.ClaimHolder{PodName: pod.Name}
+		claim.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+		}}
+		err = c.kube.Create(ctx, claim)
+		if apierrors.IsAlreadyExists(err) {
+			continue // created concurrently: re-read it
+		}
+		if err != nil {
+			return nil, false, c.createError(err, req)
+		}
+		return claim, false, nil
+	}
+	return nil, false, fmt.Errorf("LockClaim %s/%s keeps changing; try again", req.Namespace, name)
+}
+
+func newClaim(req Request) *locksv1alpha1.LockClaim {
+	claim := &locksv1alpha1.LockClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
+		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock},
+	}
+	if req.Timeout > 0 {
+		secs := math.Ceil(req.Timeout.Seconds())
+		claim.Spec.WaitTimeoutSeconds = ptr.To(int32(min(secs, math.MaxInt32)))
+	}
+	return claim
+}
+
+func (c *Client) createError(err error, req Request) error {
+	if apierrors.IsNotFound(err) {
+		// The namespace does not exist.
+		return &Error{Kind: ErrLockNotFound, Namespace: req.Namespace, Lock: req.Lock, Err: err,
+			Detail: fmt.Sprintf("lock %q not found in namespace %q", req.Lock, req.Namespace)}
+	}
+	return apiError(err, "creating LockClaim")
+}
+
+func ownedBy(claim *locksv1alpha1.LockClaim, pod *corev1.Pod, lock string) bool {
+	if claim.Spec.LockName != lock || claim.Spec.Holder == nil || claim.Spec.Holder.PodName != pod.Name {
+		return false
+	}
+	for _, ref := range claim.OwnerReferences {
+		if ref.Kind == "Pod" && ref.UID == pod.UID {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) lockExists(ctx context.Context, ns, lock string) error {
+	err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: lock}, &locksv1alpha1.DistributedLock{})
+	if apierrors.IsNotFound(err) {
+		return &Error{Kind: ErrLockNotFound, Namespace: ns, Lock: lock, Err: err,
+			Detail: fmt.Sprintf("lock %q not found in namespace %q", lock, ns)}
+	}
+	return apiError(err, "reading DistributedLock "+lock)
+}
+
+// pod reads the pod p and checks its UID.
+func (c *Client) pod(ctx context.Context, ns string, p Pod) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &Error{Kind: ErrPodNotFound, Namespace: ns, Err: err,
+			Detail: fmt.Sprintf("pod %q not found in namespace %q", p.Name, ns)}
+	case err != nil:
+		return nil, apiError(err, "reading Pod "+p.Name)
+	case p.UID != "" && pod.UID != p.UID:
+		return nil, &Error{Kind: ErrPodNotFound, Namespace: ns,
+			Detail: fmt.Sprintf("pod %q in namespace %q has UID %s, not %s: it was replaced", p.Name, ns, pod.UID, p.UID)}
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return nil, &Error{Kind: ErrPodNotFound, Namespace: ns,
+			Detail: fmt.Sprintf("pod %q in namespace %q has finished (phase %s)", p.Name, ns, pod.Status.Phase)}
+	}
+	return pod, nil
+}
+
+// Release deletes a claim, which releases its lock, and waits until the controller has let it go.
+// A claim that is already gone counts as released.
+func (c *Client) Release(ctx context.Context, namespace, name string) error {
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return c.deleteAndWait(ctx, claim)
+}
+
+// deleteAndWait deletes claim and waits until it is gone (the controller removes its finalizer
+// once the lock is released).
+func (c *Client) deleteAndWait(ctx context.Context, claim *locksv1alpha1.LockClaim) error {
+	var opts []client.DeleteOption
+	if claim.UID != "" {
+		opts = append(opts, client.Preconditions{UID: &claim.UID})
+	}
+	err := c.kube.Delete(ctx, claim, opts...)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil // gone already, or replaced by a newer claim of that name
+	case err != nil:
+		return apiError(err, "deleting LockClaim "+claim.Name)
+	}
+	err = c.watchClaim(ctx, claim.Namespace, claim.Name, func(current *locksv1alpha1.LockClaim) (bool, error) {
+		return current == nil || (claim.UID != "" && current.UID != claim.UID), nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return &Error{Kind: ErrTimedOut, Namespace: claim.Namespace, Lock: claim.Spec.LockName, Claim: claim.Name, Err: ctx.Err(),
+			Detail: fmt.Sprintf("LockClaim %q in namespace %q was deleted but the controller has not released it yet", claim.Name, claim.Namespace)}
+	}
+	return err
+}
+
+func isFinal(p locksv1alpha1.ClaimPhase) bool {
+	switch p {
+	case locksv1alpha1.ClaimReleased, locksv1alpha1.ClaimLost, locksv1alpha1.ClaimTimedOut, locksv1alpha1.ClaimFailed:
+		return true
+	}
+	return false
+}
