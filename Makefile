@@ -43,9 +43,10 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet, including the build-tagged e2e suite.
+vet: ## Run go vet, including the build-tagged e2e suite and benchmark.
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags bench ./test/bench/...
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed (generated files, gofmt, go.mod).

@@ -1,3 +1,5 @@
+//go:build bench
+
 /*
 Copyright 2026 The lockwarden Authors.
 
@@ -14,27 +16,30 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command bench measures the lock engine on a real API server (the local cluster, via
+// Package bench measures the lock engine on a real API server (the local cluster, via
 // KUBECONFIG): grant latency (claim created → Acquired seen by a watch), graceful handoff latency
-// (holder claim deleted → next claim's Acquired seen) and handoffs per second on one hot lock. It
-// runs the manager in-process with the API client QPS and worker settings it prints, so that the
-// figures say what they were measured with. A benchmark, not a test: it prints figures and never
-// fails on a timing.
-package main
+// (holder claim deleted → next claim's Acquired seen) and handoffs per second on one hot lock, on
+// the built-in backend and on every external backend against a real server started here; beside
+// them, the raw backend operations on the same server without the controller; and, for pods, the
+// time from the holder pod's deletion to the next pod ungated and to `lockctl acquire` exiting.
+// It runs the manager in-process with the API client QPS and worker settings it prints, so that
+// the figures say what they were measured with. A benchmark, not a test: it prints figures and
+// fails only when something does not work at all, never on a timing. Run it with make bench.
+package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,78 +60,138 @@ import (
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
+	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
+	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
+	"github.com/lockwarden/lockwarden/internal/testutil/sqltest"
+	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 
-// backendList names the external backends to measure.
-var backendList = map[string]bool{}
+var (
+	grants   = flag.Int("grants", 100, "uncontended grants to time per backend")
+	handoffs = flag.Int("handoffs", 100, "handoffs to time on one hot lock per backend")
+	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
+	qps      = flag.Float64("qps", 50, "manager API client QPS")
+	burst    = flag.Int("burst", 100, "manager API client burst")
+	workers  = flag.Int("workers", 4, "LockClaim workers")
+	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
+	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods",
+		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods")
+)
 
-func main() {
-	grants := flag.Int("grants", 100, "uncontended grants to time")
-	handoffs := flag.Int("handoffs", 100, "handoffs to time on one hot lock")
-	qps := flag.Float64("qps", 50, "manager API client QPS")
-	burst := flag.Int("burst", 100, "manager API client burst")
-	workers := flag.Int("workers", 4, "LockClaim workers")
-	logFile := flag.String("log", "", "write the manager's log to this file (default: discard)")
-	extra := flag.String("backends", "redis,etcd", "external backends to measure beside the built-in one (comma-separated: redis,etcd; empty for none)")
-	flag.Parse()
+// TestBench prints the figures. It is a Go test only so that it can start the same real servers
+// as the backend suites (internal/testutil); it asserts nothing about timings.
+func TestBench(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	if *logFile != "" {
 		f, err := os.Create(*logFile)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			t.Fatal(err)
 		}
 		defer f.Close()
 		ctrl.SetLogger(zap.New(zap.WriteTo(f)))
 	}
-	for _, name := range strings.Split(*extra, ",") {
-		if name != "" {
-			backendList[name] = true
-		}
+	want := map[string]bool{}
+	for _, name := range strings.Split(*only, ",") {
+		want[name] = true
 	}
-	if err := run(*grants, *handoffs, *qps, *burst, *workers); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	ctx := t.Context()
+	b := startBench(t, ctx)
+	fmt.Printf("lockwarden bench: manager QPS %.0f burst %d, %d claim workers, %d grants and %d handoffs per backend\n",
+		*qps, *burst, *workers, *grants, *handoffs)
+
+	if want["kubernetes"] {
+		fmt.Println("backend kubernetes (built-in):")
+		b.run(t, ctx, "k8s", locksv1alpha1.BuiltinBackendName)
+	}
+	if want["redis"] {
+		server := redistest.Start(t, redistest.Options{})
+		fmt.Printf("backend redis (redis-server on %s):\n", server.Addr())
+		must(t, rawRedis(ctx, server.Addr(), *grants))
+		b.external(t, ctx, "redis", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+	}
+	if want["etcd"] {
+		member := etcdtest.Start(t)
+		fmt.Printf("backend etcd (one member on %s):\n", member.Endpoint())
+		must(t, rawEtcd(ctx, member.Endpoint(), *grants))
+		b.external(t, ctx, "etcd", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}})
+	}
+	if want["zookeeper"] {
+		server := zktest.Start(t)
+		fmt.Printf("backend zookeeper (one server on %s):\n", server.Addr())
+		must(t, rawZooKeeper(server.Addr(), *grants))
+		b.external(t, ctx, "zk", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())}}})
+	}
+	for _, db := range []struct {
+		name   string
+		driver locksv1alpha1.SQLDriver
+		start  func(testing.TB) *sqltest.Server
+	}{
+		{"postgres", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
+		{"mariadb", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
+	} {
+		if !want[db.name] {
+			continue
+		}
+		server := db.start(t)
+		fmt.Printf("backend sql: %s (on %s):\n", db.name, server.Addr())
+		must(t, rawSQL(ctx, db.driver, server.DSN(), *grants))
+		secret := b.dsnSecret(t, ctx, db.name, server.DSN())
+		b.external(t, ctx, db.name, locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
+			SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: secret}})
+	}
+	if want["pods"] {
+		fmt.Println("pods (built-in backend, kwok nodes):")
+		b.gatedPods(t, ctx, *podTurns)
+		b.lockctlAcquire(t, ctx, *podTurns)
 	}
 }
 
-func run(grants, handoffs int, qps float64, burst, workers int) error {
+// systemNS is the controller's namespace (Leases of the built-in backend, DSN Secrets).
+const systemNS = "lockwarden-system"
+
+// startBench starts the manager under test in-process and the observer's client.
+func startBench(t *testing.T, ctx context.Context) *bench {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = locksv1alpha1.AddToScheme(scheme)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 
 	// The manager under test, as cmd/manager builds it.
 	mcfg := *cfg
-	mcfg.QPS, mcfg.Burst = float32(qps), burst
+	mcfg.QPS, mcfg.Burst = float32(*qps), *burst
 	mgr, err := ctrl.NewManager(&mcfg, ctrl.Options{Scheme: scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
 	direct, err := client.New(&mcfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	const systemNS = "lockwarden-system"
 	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: systemNS})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
 	m := metrics.New(nil)
 	_ = m.Register(prometheus.NewRegistry())
 	reg := registry.New(builtin, registry.WithWrapper(m.Instrument),
+		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: systemNS}),
 		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory))
-	if err := controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: workers}); err != nil {
-		return err
+		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.Factory))
+	if err := controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: *workers}); err != nil {
+		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
 
@@ -135,76 +200,63 @@ func run(grants, handoffs int, qps float64, burst, workers int) error {
 	ocfg.QPS, ocfg.Burst = 1000, 2000
 	c, err := client.NewWithWatch(&ocfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
 	for _, ns := range []string{systemNS, "bench"} {
 		_ = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	defer c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
-	held := watchHeld(ctx, c, "bench")
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
+	})
+	return &bench{c: c, held: watchHeld(ctx, c, "bench"), grants: *grants, handoffs: *handoffs}
+}
 
-	fmt.Printf("lockwarden bench: manager QPS %.0f burst %d, %d claim workers, %d grants and %d handoffs per backend\n",
-		qps, burst, workers, grants, handoffs)
-	b := &bench{c: c, held: held, grants: grants, handoffs: handoffs}
-
-	fmt.Println("backend kubernetes (built-in):")
-	if err := b.run(ctx, "k8s", locksv1alpha1.BuiltinBackendName); err != nil {
-		return err
+// external creates a LockBackend, waits for its probe and measures it.
+func (b *bench) external(t *testing.T, ctx context.Context, prefix string, spec locksv1alpha1.LockBackendSpec) {
+	lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + prefix}, Spec: spec}
+	if err := b.c.Create(ctx, lb); err != nil {
+		t.Fatal(err)
 	}
-
-	if backendList["redis"] {
-		addr, stop, err := startRedis()
-		if err != nil {
-			return err
+	t.Cleanup(func() { _ = b.c.Delete(context.Background(), lb) })
+	deadline := time.Now().Add(30 * time.Second)
+	for !meta.IsStatusConditionTrue(lb.Status.Conditions, locksv1alpha1.ConditionReady) {
+		if time.Now().After(deadline) {
+			t.Fatalf("LockBackend %s not Ready within 30 s: %+v", lb.Name, lb.Status.Conditions)
 		}
-		defer stop()
-		fmt.Printf("backend redis (redis-server on %s):\n", addr)
-		if err := rawRedis(ctx, addr, grants); err != nil {
-			return err
-		}
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-redis"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-				Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(addr)}}}
-		if err := c.Create(ctx, lb); err != nil {
-			return err
-		}
-		defer c.Delete(context.Background(), lb)
-		if err := b.run(ctx, "redis", lb.Name); err != nil {
-			return err
+		time.Sleep(100 * time.Millisecond)
+		if err := b.c.Get(ctx, client.ObjectKeyFromObject(lb), lb); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if backendList["etcd"] {
-		endpoint, stop, err := startEtcd()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		fmt.Printf("backend etcd (one member on %s):\n", endpoint)
-		if err := rawEtcd(ctx, endpoint, grants); err != nil {
-			return err
-		}
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-etcd"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
-				Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}}}
-		if err := c.Create(ctx, lb); err != nil {
-			return err
-		}
-		defer c.Delete(context.Background(), lb)
-		if err := b.run(ctx, "etcd", lb.Name); err != nil {
-			return err
-		}
+	b.run(t, ctx, prefix, lb.Name)
+}
+
+// dsnSecret stores a DSN in a Secret in the controller's namespace.
+func (b *bench) dsnSecret(t *testing.T, ctx context.Context, name, dsn string) locksv1alpha1.SecretKeySelector {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "bench-" + name},
+		StringData: map[string]string{"dsn": dsn}}
+	_ = b.c.Delete(ctx, s)
+	if err := b.c.Create(ctx, s); err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	t.Cleanup(func() { _ = b.c.Delete(context.Background(), s) })
+	return locksv1alpha1.SecretKeySelector{SecretReference: locksv1alpha1.SecretReference{Name: s.Name, Namespace: systemNS}, Key: "dsn"}
 }
 
 // bench times grants and handoffs through the controller on one backend.
 type bench struct {
-	c                client.Client
+	c                client.WithWatch
 	held             <-chan string
 	grants, handoffs int
 }
 
-func (b *bench) run(ctx context.Context, prefix, backend string) error {
+// run measures one backend, failing the test only if something does not work at all.
+func (b *bench) run(t *testing.T, ctx context.Context, prefix, backend string) {
+	t.Helper()
+	must(t, b.measure(ctx, prefix, backend))
+}
+
+func (b *bench) measure(ctx context.Context, prefix, backend string) error {
 	c := b.c
 	newLock := func(name string) error {
 		return c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
@@ -274,90 +326,6 @@ func (b *bench) run(ctx context.Context, prefix, backend string) error {
 	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput",
 		float64(len(handoffLat))/elapsed.Seconds(), len(handoffLat), elapsed.Round(time.Millisecond), len(names))
 	return nil
-}
-
-// startRedis runs a throwaway redis-server on a free loopback port and returns a function that
-// stops it by process id.
-func startRedis() (string, func(), error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", nil, fmt.Errorf("redis-server not found (apt-get install -y redis-server): %w", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir, err := os.MkdirTemp("", "lockwarden-bench-redis")
-	if err != nil {
-		return "", nil, err
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = os.RemoveAll(dir) }
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer rdb.Close()
-	for range 100 {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return addr, stop, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
-}
-
-// startEtcd runs a throwaway single-member etcd (ETCD_BINARY, set by hack/bench.sh) on free
-// loopback ports and returns its client URL and a function that stops it by process id.
-func startEtcd() (string, func(), error) {
-	bin := os.Getenv("ETCD_BINARY")
-	if bin == "" {
-		return "", nil, fmt.Errorf("ETCD_BINARY is not set; run through make bench")
-	}
-	ports := make([]int, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", nil, err
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	dir, err := os.MkdirTemp("", "lockwarden-bench-etcd")
-	if err != nil {
-		return "", nil, err
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name", "bench", "--data-dir", dir,
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "bench="+peer, "--log-level", "error")
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = os.RemoveAll(dir) }
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: uberzap.NewNop()})
-	if err != nil {
-		stop()
-		return "", nil, err
-	}
-	defer cli.Close()
-	for range 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "health")
-		cancel()
-		if err == nil {
-			return client, stop, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("etcd on %s did not answer", client)
 }
 
 // rawEtcd times the etcd lock by hand on the same member: a put-if-absent transaction on a
@@ -477,4 +445,72 @@ func report(what string, d []time.Duration) {
 		ms(q(0.50)), ms(q(0.99)), ms(d[len(d)-1]), len(d))
 }
 
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// rawZooKeeper times the ZooKeeper lock by hand on the same server: create an ephemeral node to
+// take it and delete it to release it.
+func rawZooKeeper(addr string, n int) error {
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Create("/bench-raw", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	var acquire, free []time.Duration
+	for i := range n * 10 {
+		path := fmt.Sprintf("/bench-raw/%d", i)
+		start := time.Now()
+		if _, err := conn.Create(path, []byte("me"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			return err
+		}
+		acquire = append(acquire, time.Since(start))
+		start = time.Now()
+		if err := conn.Delete(path, -1); err != nil {
+			return err
+		}
+		free = append(free, time.Since(start))
+	}
+	report("raw ephemeral create (same server, no controller)", acquire)
+	report("raw delete (same server, no controller)", free)
+	return nil
+}
+
+// rawSQL times lockwarden's SQL statements without the controller: the backend's TryAcquire (one
+// upsert, plus a read-back on MySQL) and Release (one owner-checked delete) on the same database.
+func rawSQL(ctx context.Context, driver locksv1alpha1.SQLDriver, dsn string, n int) error {
+	b, err := sqlbackend.New(sqlbackend.Config{Driver: string(driver), DSN: dsn, Table: "bench_raw_locks"})
+	if err != nil {
+		return err
+	}
+	defer b.Close(ctx)
+	if err := b.Ping(ctx); err != nil {
+		return err
+	}
+	var acquire, free []time.Duration
+	for i := range n * 10 {
+		key := fmt.Sprintf("bench/raw/%d", i)
+		start := time.Now()
+		lease, err := b.TryAcquire(ctx, key, "me", 30*time.Second)
+		if err != nil {
+			return err
+		}
+		acquire = append(acquire, time.Since(start))
+		start = time.Now()
+		if err := b.Release(ctx, lease); err != nil {
+			return err
+		}
+		free = append(free, time.Since(start))
+	}
+	report("backend TryAcquire: upsert (same database, no controller)", acquire)
+	report("backend Release: owner-checked delete (no controller)", free)
+	return nil
+}
