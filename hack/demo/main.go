@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Command demo shows lockwarden's main job on a live cluster: a Deployment's pods take turns
-// holding one lock. It creates one LockClaim per pod, owned by the pod, as `lockctl acquire` in an
-// init container would, and prints every grant and release as it happens. Then it deletes the
+// holding one lock. The pods ask for it by annotation and wait behind the lockwarden scheduling
+// gate: the controller creates each pod's claim, and lets a pod be scheduled only once it holds
+// the lock. The demo prints every grant, scheduling and release as it happens. Then it deletes the
 // holder pod (its ReplicaSet replaces it and the lock moves to the next pod) and scales the
 // Deployment up and down. Run it with KUBECONFIG pointing at a cluster where the lockwarden
 // manager runs; hack/demo.sh sets all that up on the local cluster.
@@ -65,7 +66,6 @@ type demo struct {
 	ns string
 
 	mu      sync.Mutex
-	created map[string]time.Time // claim name → when the demo created it
 	phase   map[string]locksv1alpha1.ClaimPhase
 	grants  chan string // pod names, as they are granted
 	freed   time.Time   // when the last holder's release was seen
@@ -83,7 +83,7 @@ func run(ns string) error {
 	if err != nil {
 		return err
 	}
-	d := &demo{c: c, ns: ns, created: map[string]time.Time{}, phase: map[string]locksv1alpha1.ClaimPhase{},
+	d := &demo{c: c, ns: ns, phase: map[string]locksv1alpha1.ClaimPhase{},
 		grants: make(chan string, 100)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -93,7 +93,7 @@ func run(ns string) error {
 	if err := d.setup(ctx); err != nil {
 		return err
 	}
-	go d.claimPods(ctx)
+	go d.watchPods(ctx)
 	go d.reportClaims(ctx)
 
 	first := d.nextGrant(ctx)
@@ -154,10 +154,15 @@ func (d *demo) setup(ctx context.Context) error {
 			Replicas: ptr.To[int32](3),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				// Each pod asks for the lock by annotation, and the scheduling gate keeps it off the
+				// nodes until it holds the lock: the controller creates its claim, and lifts the
+				// gate after writing the fencing token onto the pod.
+				ObjectMeta: metav1.ObjectMeta{Labels: labels,
+					Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lockName}},
 				Spec: corev1.PodSpec{
-					Containers:  []corev1.Container{{Name: "report", Image: "registry.k8s.io/pause:3.10"}},
-					Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+					SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}},
+					Containers:      []corev1.Container{{Name: "report", Image: "registry.k8s.io/pause:3.10"}},
+					Tolerations:     []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
 				},
 			},
 		},
@@ -175,33 +180,29 @@ func (d *demo) scale(ctx context.Context, replicas int32) error {
 	return d.c.Patch(ctx, deploy, patch)
 }
 
-// claimPods creates a claim for every new pod of the Deployment, owned by the pod, as the init
-// container of each pod would with `lockctl acquire`.
-func (d *demo) claimPods(ctx context.Context) {
+// watchPods prints each pod of the Deployment as it appears (gated, so unscheduled) and when the
+// scheduler places it on a node, which happens only once the controller lifted its gate.
+func (d *demo) watchPods(ctx context.Context) {
 	w, err := d.c.Watch(ctx, &corev1.PodList{}, client.InNamespace(d.ns), client.MatchingLabels{"app": deployName})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "watching pods:", err)
 		return
 	}
 	defer w.Stop()
+	placed := map[string]bool{}
 	for ev := range w.ResultChan() {
 		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok || ev.Type != watch.Added {
+		if !ok {
 			continue
 		}
-		claim := &locksv1alpha1.LockClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: pod.Name,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
+		switch {
+		case ev.Type == watch.Added:
+			fmt.Printf("  + pod %-32s created with the lock annotation; held back by the scheduling gate\n", pod.Name)
+		case ev.Type == watch.Modified && pod.Spec.NodeName != "" && !placed[pod.Name]:
+			placed[pod.Name] = true
+			fmt.Printf("  → pod %-32s scheduled onto %s with %s=%s\n", pod.Name, pod.Spec.NodeName,
+				locksv1alpha1.PodFencingTokenAnnotation, pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation])
 		}
-		d.mu.Lock()
-		d.created[claim.Name] = time.Now()
-		d.mu.Unlock()
-		if err := d.c.Create(ctx, claim); err != nil {
-			fmt.Fprintln(os.Stderr, "creating claim:", err)
-			continue
-		}
-		fmt.Printf("  + pod %-32s claims the lock\n", pod.Name)
 	}
 }
 
@@ -221,7 +222,7 @@ func (d *demo) reportClaims(ctx context.Context) {
 		d.mu.Lock()
 		prev := d.phase[c.Name]
 		d.phase[c.Name] = c.Status.Phase
-		created, freed := d.created[c.Name], d.freed
+		created, freed := c.CreationTimestamp.Time, d.freed
 		if prev != c.Status.Phase && c.Status.Phase == locksv1alpha1.ClaimReleased {
 			d.freed = time.Now()
 		}
@@ -268,20 +269,27 @@ func (d *demo) printQueue(ctx context.Context) {
 	if err := d.c.List(ctx, list, client.InNamespace(d.ns)); err != nil {
 		return
 	}
+	// Grant order: creation time, then name (status.queuePosition of waiters behind the head is
+	// refreshed a few seconds late on purpose, so the demo orders the queue itself).
 	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := list.Items[i].Status, list.Items[j].Status
-		if (a.Phase == locksv1alpha1.ClaimHeld) != (b.Phase == locksv1alpha1.ClaimHeld) {
-			return a.Phase == locksv1alpha1.ClaimHeld
+		a, b := list.Items[i], list.Items[j]
+		if (a.Status.Phase == locksv1alpha1.ClaimHeld) != (b.Status.Phase == locksv1alpha1.ClaimHeld) {
+			return a.Status.Phase == locksv1alpha1.ClaimHeld
 		}
-		return a.QueuePosition < b.QueuePosition
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
 	})
 	var rows []string
+	position := 0
 	for _, c := range list.Items {
 		switch c.Status.Phase {
 		case locksv1alpha1.ClaimHeld:
-			rows = append(rows, fmt.Sprintf("    holder   %-30s token %d", c.Name, c.Status.FencingToken))
+			rows = append(rows, fmt.Sprintf("    holder   pod %-30s token %d (claim %s)", c.Spec.Holder.PodName, c.Status.FencingToken, c.Name))
 		case locksv1alpha1.ClaimPending:
-			rows = append(rows, fmt.Sprintf("    queue #%d %-30s", c.Status.QueuePosition, c.Name))
+			position++
+			rows = append(rows, fmt.Sprintf("    queue #%d pod %-30s (gated, not scheduled)", position, c.Spec.Holder.PodName))
 		}
 	}
 	fmt.Printf("  lock %s now:\n%s\n", lockName, strings.Join(rows, "\n"))
