@@ -65,10 +65,10 @@ type demo struct {
 	c  client.WithWatch
 	ns string
 
-	mu      sync.Mutex
-	phase   map[string]locksv1alpha1.ClaimPhase
-	grants  chan string // pod names, as they are granted
-	freed   time.Time   // when the last holder's release was seen
+	mu     sync.Mutex
+	phase  map[string]locksv1alpha1.ClaimPhase
+	grants chan string // pod names, as they are granted
+	freed  time.Time   // when the last holder's release was seen
 }
 
 func run(ns string) error {
