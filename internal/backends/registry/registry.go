@@ -183,3 +183,23 @@ func (s NamespacedSecrets) Read(ctx context.Context, ref locksv1alpha1.SecretKey
 	}
 	return value, nil
 }
+
+// FactoryOf makes a Factory from a backend package's two halves: configFromSpec reads a
+// LockBackend's spec (and the Secrets it names) into the package's Config, and open starts a
+// session from that Config.
+func FactoryOf[C any, B backends.Backend](
+	configFromSpec func(context.Context, locksv1alpha1.LockBackendSpec, SecretReader) (C, error),
+	open func(C) (B, error),
+) Factory {
+	return func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets SecretReader) (backends.Backend, error) {
+		cfg, err := configFromSpec(ctx, spec, secrets)
+		if err != nil {
+			return nil, err
+		}
+		b, err := open(cfg)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return b, nil
+	}
+}
