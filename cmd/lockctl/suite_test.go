@@ -29,26 +29,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
-	"github.com/lockwarden/lockwarden/internal/backends/registry"
-	"github.com/lockwarden/lockwarden/internal/controller"
-	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 )
 
 // The lockctl suite builds lockctl and runs it as a real process against a real API server
@@ -59,12 +50,11 @@ import (
 const controllerNamespace = "lockwarden-system"
 
 var (
-	testEnv    *envtest.Environment
-	k8sClient  client.Client
-	stopMgr    context.CancelFunc
-	mgrDone    chan struct{}
-	lockctlBin string
-	kubeconfig string
+	controlPlane *lockenv.ControlPlane
+	manager      *lockenv.Manager
+	k8sClient    client.Client
+	lockctlBin   string
+	kubeconfig   string
 )
 
 func TestLockctlProcesses(t *testing.T) {
@@ -83,54 +73,22 @@ var _ = BeforeSuite(func() {
 	build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
 	Expect(build.Run()).To(Succeed(), "building lockctl")
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting envtest; run via make test-unit so that KUBEBUILDER_ASSETS is set")
-	kubeconfig = writeKubeconfig(cfg, filepath.Join(dir, "kubeconfig"))
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(locksv1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	var err error
+	controlPlane, err = lockenv.StartControlPlane(filepath.Join("..", ".."), controllerNamespace)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(k8sClient.Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})).To(Succeed())
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	k8sClient = controlPlane.Client
+	kubeconfig = writeKubeconfig(controlPlane.Config, filepath.Join(dir, "kubeconfig"))
+	manager, err = lockenv.StartManager(controlPlane.Config, lockenv.ManagerOptions{Namespace: controllerNamespace, ProbeInterval: time.Second})
 	Expect(err).NotTo(HaveOccurred())
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: k8sClient, Namespace: controllerNamespace})
-	Expect(err).NotTo(HaveOccurred())
-	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
-		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
-	})
-	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
-	reg := registry.New(builtin, registry.WithWrapper(m.Instrument))
-	Expect(controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, ProbeInterval: time.Second})).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	stopMgr, mgrDone = cancel, make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(mgrDone)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
 })
 
 var _ = AfterSuite(func() {
 	gexec.KillAndWait()
-	if stopMgr != nil {
-		stopMgr()
-		<-mgrDone
+	if manager != nil {
+		Expect(manager.Stop()).To(Succeed())
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
+	if controlPlane != nil {
+		Expect(controlPlane.Stop()).To(Succeed())
 	}
 })
 

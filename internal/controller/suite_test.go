@@ -26,33 +26,24 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
 	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
 	"github.com/lockwarden/lockwarden/internal/backends/fake"
-	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	redlockbackend "github.com/lockwarden/lockwarden/internal/backends/redlock"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
-	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 )
 
 // The controller suite runs the real reconcilers against a real API server (envtest). There is no
@@ -63,10 +54,10 @@ import (
 const controllerNamespace = "lockwarden-system"
 
 var (
-	testEnv   *envtest.Environment
-	cfg       *rest.Config
-	scheme    = runtime.NewScheme()
-	k8sClient client.Client
+	controlPlane *lockenv.ControlPlane
+	cfg          *rest.Config
+	scheme       = lockenv.Scheme()
+	k8sClient    client.Client
 
 	// faultyStore backs the LockBackends of type SQL whose DSN Secret is faultyStoreSecret: a
 	// backend the specs can make fail at will. Each LockBackend gets its own session on it, as
@@ -75,8 +66,7 @@ var (
 	faultyStore = &faultyBackends{store: fake.New()}
 
 	mgrMu     sync.Mutex
-	stopMgr   context.CancelFunc
-	mgrDone   chan struct{}
+	manager   *lockenv.Manager
 	mgrMetric *metrics.Metrics
 )
 
@@ -90,19 +80,10 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting envtest; run via make test-unit so that KUBEBUILDER_ASSETS is set")
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(locksv1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	controlPlane, err = lockenv.StartControlPlane(filepath.Join("..", ".."), controllerNamespace)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(k8sClient.Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})).To(Succeed())
+	cfg, k8sClient = controlPlane.Config, controlPlane.Client
 
 	startMonitor()
 	startManager()
@@ -112,8 +93,8 @@ var _ = AfterSuite(func() {
 	monitor.checkWatching()
 	monitor.stop()
 	stopManager()
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
+	if controlPlane != nil {
+		Expect(controlPlane.Stop()).To(Succeed())
 	}
 })
 
@@ -122,57 +103,33 @@ var _ = AfterSuite(func() {
 func startManager() {
 	mgrMu.Lock()
 	defer mgrMu.Unlock()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// A restarted manager in the same process registers the same controller names again.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	sqlFactory := func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
+		if spec.SQL.DSNSecretRef.Name == faultyStoreSecret {
+			return faultyStore.newSession(), nil
+		}
+		return sqlbackend.Factory(ctx, spec, secrets)
+	}
+	var err error
+	manager, err = lockenv.StartManager(cfg, lockenv.ManagerOptions{
+		Namespace: controllerNamespace, ProbeInterval: time.Second, Restartable: true,
+		Registry: []registry.Option{
+			registry.WithFactory(locksv1alpha1.BackendSQL, sqlFactory),
+			registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
+		},
 	})
 	Expect(err).NotTo(HaveOccurred())
-
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: controllerNamespace})
-	Expect(err).NotTo(HaveOccurred())
-
-	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
-		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
-	})
-	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
-	reg := registry.New(builtin,
-		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendSQL, func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
-			if spec.SQL.DSNSecretRef.Name == faultyStoreSecret {
-				return faultyStore.newSession(), nil
-			}
-			return sqlbackend.Factory(ctx, spec, secrets)
-		}),
-		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
-		registry.WithWrapper(m.Instrument),
-	)
-	Expect(controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, ProbeInterval: time.Second})).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	stopMgr, mgrDone, mgrMetric = cancel, done, m
+	mgrMetric = manager.Metrics
 }
 
 func stopManager() {
 	mgrMu.Lock()
 	defer mgrMu.Unlock()
-	if stopMgr != nil {
-		stopMgr()
-		<-mgrDone
-		stopMgr = nil
+	if manager != nil {
+		Expect(manager.Stop()).To(Succeed())
+		manager = nil
 	}
 }
 

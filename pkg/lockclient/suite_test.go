@@ -24,24 +24,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
-	"github.com/lockwarden/lockwarden/internal/backends/registry"
-	"github.com/lockwarden/lockwarden/internal/controller"
-	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -52,12 +43,11 @@ import (
 const controllerNamespace = "lockwarden-system"
 
 var (
-	testEnv   *envtest.Environment
-	cfg       *rest.Config
-	k8sClient client.Client
-	locks     *lockclient.Client
-	stopMgr   context.CancelFunc
-	mgrDone   chan struct{}
+	controlPlane *lockenv.ControlPlane
+	manager      *lockenv.Manager
+	cfg          *rest.Config
+	k8sClient    client.Client
+	locks        *lockclient.Client
 )
 
 func TestLockclient(t *testing.T) {
@@ -70,56 +60,22 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting envtest; run via make test-unit so that KUBEBUILDER_ASSETS is set")
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(locksv1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	controlPlane, err = lockenv.StartControlPlane(filepath.Join("..", ".."), controllerNamespace)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(k8sClient.Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})).To(Succeed())
-
+	cfg, k8sClient = controlPlane.Config, controlPlane.Client
 	locks, err = lockclient.New(cfg)
 	Expect(err).NotTo(HaveOccurred())
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	manager, err = lockenv.StartManager(cfg, lockenv.ManagerOptions{Namespace: controllerNamespace, ProbeInterval: time.Second})
 	Expect(err).NotTo(HaveOccurred())
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: k8sClient, Namespace: controllerNamespace})
-	Expect(err).NotTo(HaveOccurred())
-	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
-		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
-	})
-	Expect(m.Register(prometheus.NewRegistry())).To(Succeed())
-	reg := registry.New(builtin, registry.WithWrapper(m.Instrument))
-	Expect(controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, ProbeInterval: time.Second})).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	stopMgr, mgrDone = cancel, make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(mgrDone)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
 })
 
 var _ = AfterSuite(func() {
-	if stopMgr != nil {
-		stopMgr()
-		<-mgrDone
+	if manager != nil {
+		Expect(manager.Stop()).To(Succeed())
 	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
+	if controlPlane != nil {
+		Expect(controlPlane.Stop()).To(Succeed())
 	}
 })
 

@@ -40,31 +40,26 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-zookeeper/zk"
-	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	uberzap "go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
-	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
-	"github.com/lockwarden/lockwarden/internal/controller"
-	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
+	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 	"github.com/lockwarden/lockwarden/internal/testutil/sqltest"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
@@ -158,47 +153,14 @@ const systemNS = "lockwarden-system"
 
 // startBench starts the manager under test in-process and the observer's client.
 func startBench(t *testing.T, ctx context.Context) *bench {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = locksv1alpha1.AddToScheme(scheme)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// The manager under test, as cmd/manager builds it.
-	mcfg := *cfg
-	mcfg.QPS, mcfg.Burst = float32(*qps), *burst
-	mgr, err := ctrl.NewManager(&mcfg, ctrl.Options{Scheme: scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, err := client.New(&mcfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: systemNS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New(nil)
-	_ = m.Register(prometheus.NewRegistry())
-	reg := registry.New(builtin, registry.WithWrapper(m.Instrument),
-		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: systemNS}),
-		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.Factory))
-	if err := controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: *workers}); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-
 	// The observer: an unthrottled client, so that it measures the controller and not itself.
-	ocfg := *cfg
+	ocfg := rest.CopyConfig(cfg)
 	ocfg.QPS, ocfg.Burst = 1000, 2000
-	c, err := client.NewWithWatch(&ocfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(ocfg, client.Options{Scheme: lockenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +170,20 @@ func startBench(t *testing.T, ctx context.Context) *bench {
 	t.Cleanup(func() {
 		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}})
 	})
+
+	// The manager under test, as cmd/manager builds it, with the client limits it prints.
+	mgr, err := lockenv.StartManager(cfg, lockenv.ManagerOptions{Namespace: systemNS,
+		QPS: float32(*qps), Burst: *burst, Workers: *workers,
+		Registry: []registry.Option{
+			registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
+			registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.Factory),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Stop() })
 	return &bench{c: c, held: watchHeld(ctx, c, "bench"), grants: *grants, handoffs: *handoffs}
 }
 
