@@ -59,13 +59,7 @@ func (a *app) acquire(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tokenFile != "" {
-		if err := writeTokenFile(*tokenFile, res.FencingToken); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(a.stdout, acquiredLine(res))
-	return nil
+	return a.acquired(res, *tokenFile)
 }
 
 // wait waits until an existing claim holds its lock.
@@ -96,13 +90,7 @@ func (a *app) wait(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *tokenFile != "" {
-		if err := writeTokenFile(*tokenFile, res.FencingToken); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(a.stdout, acquiredLine(res))
-	return nil
+	return a.acquired(res, *tokenFile)
 }
 
 // release deletes a claim (by name, or with --lock this pod's claim for the lock) and waits until
@@ -149,5 +137,16 @@ func (a *app) release(args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "released claim %q in namespace %q\n", name, ns)
+	return nil
+}
+
+// acquired reports a granted claim: the token to tokenFile (when set) and one line to stdout.
+func (a *app) acquired(res *lockclient.Result, tokenFile string) error {
+	if tokenFile != "" {
+		if err := writeTokenFile(tokenFile, res.FencingToken); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(a.stdout, acquiredLine(res))
 	return nil
 }

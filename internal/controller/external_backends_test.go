@@ -77,6 +77,31 @@ func handoffStory(backend string) {
 	Expect(claimOf(ns, "c2")(Default).Status.FencingToken).To(BeNumerically(">", t1))
 }
 
+// expectUnusable creates a LockBackend from spec, waits until its probe reports it not Ready,
+// checks that nothing is granted on it, and returns the Ready condition's message.
+func expectUnusable(spec locksv1alpha1.LockBackendSpec, wantReason string) string {
+	GinkgoHelper()
+	lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "unusable-"}, Spec: spec}
+	Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+	var message string
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+		ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(BeEquivalentTo("False"))
+		g.Expect(ready.Reason).To(Equal(wantReason))
+		message = ready.Message
+	}).Should(Succeed())
+
+	ns := newNamespace()
+	newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
+	newClaim(ns, "c", "db", "")
+	Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
+	Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+	return message
+}
+
 var _ = Describe("The Redis backend on a real redis-server", func() {
 	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
 		server := redistest.Start(GinkgoTB(), redistest.Options{})
@@ -89,26 +114,10 @@ var _ = Describe("The Redis backend on a real redis-server", func() {
 		dead := redistest.Start(GinkgoTB(), redistest.Options{})
 		addr := dead.Addr()
 		dead.Kill()
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-				Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(addr)}}}
-		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
-			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
-			g.Expect(ready).NotTo(BeNil())
-			g.Expect(ready.Status).To(BeEquivalentTo("False"))
-			g.Expect(ready.Reason).To(Equal(locksv1alpha1.ReasonBackendUnreachable))
-			g.Expect(ready.Message).To(ContainSubstring(addr))
-			g.Expect(ready.Message).To(ContainSubstring("connection refused"))
-		}).Should(Succeed())
-
-		ns := newNamespace()
-		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
-		newClaim(ns, "c", "db", "")
-		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
-		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+		message := expectUnusable(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(addr)}}, locksv1alpha1.ReasonBackendUnreachable)
+		Expect(message).To(ContainSubstring(addr))
+		Expect(message).To(ContainSubstring("connection refused"))
 	})
 
 	It("reports a lock lost when Redis restarts without persistence, and never reuses a token", func() {
@@ -157,23 +166,10 @@ var _ = Describe("The etcd backend on a real etcd", func() {
 		member := etcdtest.Start(GinkgoTB())
 		endpoint := member.Endpoint()
 		member.Kill()
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-etcd-"},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
-				Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}}}
-		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
-			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
-			g.Expect(ready).NotTo(BeNil())
-			g.Expect(ready.Status).To(BeEquivalentTo("False"))
-			g.Expect(ready.Message).To(ContainSubstring(strings.TrimPrefix(endpoint, "http://")))
-		}).Should(Succeed())
-		ns := newNamespace()
-		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
-		newClaim(ns, "c", "db", "")
-		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
-		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+		message := expectUnusable(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}},
+			locksv1alpha1.ReasonBackendUnreachable)
+		Expect(message).To(ContainSubstring(strings.TrimPrefix(endpoint, "http://")))
 	})
 })
 
@@ -192,22 +188,7 @@ var _ = Describe("The ZooKeeper backend on a real ZooKeeper", func() {
 		server := zktest.Start(GinkgoTB())
 		spec := zkBackend(server)
 		server.Kill()
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "dead-zk-"}, Spec: spec}
-		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
-			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
-			g.Expect(ready).NotTo(BeNil())
-			g.Expect(ready.Status).To(BeEquivalentTo("False"))
-			g.Expect(ready.Reason).To(Equal(locksv1alpha1.ReasonBackendUnreachable))
-			g.Expect(ready.Message).To(ContainSubstring("zookeeper"))
-		}).Should(Succeed())
-		ns := newNamespace()
-		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
-		newClaim(ns, "c", "db", "")
-		Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
-		Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+		Expect(expectUnusable(spec, locksv1alpha1.ReasonBackendUnreachable)).To(ContainSubstring(server.Addr()))
 	})
 
 	It("grants a key held by a client outside lockwarden as soon as its watch says it is freed", func() {
@@ -297,29 +278,13 @@ var _ = Describe("The SQL backend on real databases", func() {
 		It("reports a wrong password on "+db.name+" as not Ready without revealing it, and grants nothing", func() {
 			server := db.start(GinkgoTB())
 			const password = "Wr0ng-p4ss:word@"
-			lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-dsn-"},
-				Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: &locksv1alpha1.SQLBackend{
-					Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSNWith(sqltest.User, password))}}}
-			Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
-			DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
-			var message string
-			Eventually(func(g Gomega) {
-				g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
-				ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
-				g.Expect(ready).NotTo(BeNil())
-				g.Expect(ready.Status).To(BeEquivalentTo("False"))
-				message = ready.Message
-			}).Should(Succeed())
+			message := expectUnusable(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: &locksv1alpha1.SQLBackend{
+				Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSNWith(sqltest.User, password))}},
+				locksv1alpha1.ReasonBackendUnreachable)
 			Expect(message).To(ContainSubstring(server.Addr()), "the message says which database refused")
 			Expect(message).To(Or(ContainSubstring("password authentication failed"), ContainSubstring("Access denied")))
 			Expect(message).NotTo(ContainSubstring("Wr0ng"))
 			Expect(message).NotTo(ContainSubstring("p4ss"))
-
-			ns := newNamespace()
-			newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = lb.Name })
-			newClaim(ns, "c", "db", "")
-			Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
-			Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
 			list := &eventsv1.EventList{}
 			Expect(k8sClient.List(ctx(), list)).To(Succeed())
 			for _, e := range list.Items {
