@@ -31,8 +31,9 @@ run-local: ## Start the local cluster, install the CRDs and run the manager agai
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRDs and RBAC from the Go types and markers.
+manifests: ## Generate the CRDs and RBAC from the Go types and markers, and the chart's copies of them and values table.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+	go run ./hack/chartgen
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods.
@@ -52,8 +53,12 @@ vet: ## Run go vet, including the build-tagged e2e suite and benchmark.
 verify: ## Regenerate everything and fail if the tree changed (generated files, gofmt, go.mod).
 	hack/verify.sh
 
+.PHONY: helm-lint
+helm-lint: ## Lint the Helm chart (strict) with the helm built into the cache.
+	"$$(hack/k8s-binaries.sh helm-bin)" lint --strict charts/lockwarden
+
 .PHONY: test
-test: verify vet test-unit test-e2e ## Run every suite: verification, unit and envtest suites, e2e on the local cluster.
+test: verify vet helm-lint test-unit test-e2e ## Run every suite: verification, unit and envtest suites, e2e on the local cluster.
 
 .PHONY: test-unit
 test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).

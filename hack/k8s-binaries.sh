@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl), etcd and kwok/kwokctl from the Go module proxy into a cache outside
+# kube-scheduler, kubectl), etcd, kwok/kwokctl and helm from the Go module proxy into a cache outside
 # the repository, keyed by version. Idempotent (a finished build is never redone) and safe to run
 # concurrently (one flock per component; binaries are moved into place only when complete).
 #
-# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|envtest-dir|bin-dir]
+# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir]
 #   all (default)  build whatever is missing
+#   helm-bin       build only helm and print its path (for helm lint, which needs no cluster)
 #   envtest-dir    build what envtest needs and print the KUBEBUILDER_ASSETS directory
 #   bin-dir        build everything and print the directory holding all binaries
 set -euo pipefail
@@ -13,12 +14,14 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CACHE="${LOCKWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockwarden}"
 
 k8s_dir="$CACHE/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/kwok-$KWOK_VERSION"
-bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+helm_dir="$CACHE/helm-$HELM_VERSION"
+bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
 
 log() { echo "k8s-binaries: $*" >&2; }
 
@@ -103,11 +106,24 @@ build_kwok() {
   log "kwok $KWOK_VERSION built in $((SECONDS - started)) s"
 }
 
+build_helm() {
+  local started=$SECONDS work="$helm_dir.tmp"
+  log "building helm $HELM_VERSION"
+  rm -rf "$work" && mkdir -p "$work/out"
+  # The version is stamped as Helm's own release build does, so that `helm version` reports it.
+  CGO_ENABLED=0 GOBIN="$work/out" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  rm -rf "$helm_dir" && mv "$work/out" "$helm_dir" && rm -rf "$work"
+  touch "$helm_dir/.done"
+  log "helm $HELM_VERSION built in $((SECONDS - started)) s"
+}
+
 # link_bin_dir: one directory with every binary, usable as KUBEBUILDER_ASSETS and on PATH.
 link_bin_dir() {
   mkdir -p "$bin_dir.tmp"
   local f
-  for f in "$k8s_dir"/* "$etcd_dir"/* "$kwok_dir"/*; do
+  for f in "$k8s_dir"/* "$etcd_dir"/* "$kwok_dir"/* "$helm_dir"/*; do
     ln -sf "$f" "$bin_dir.tmp/$(basename "$f")"
   done
   rm -rf "$bin_dir" && mv "$bin_dir.tmp" "$bin_dir"
@@ -118,6 +134,7 @@ build_all() {
   with_lock "$etcd_dir" build_etcd
   with_lock "$kwok_dir" build_kwok
   with_lock "$k8s_dir" build_k8s
+  with_lock "$helm_dir" build_helm
   with_lock "$bin_dir" link_bin_dir
 }
 
@@ -126,6 +143,8 @@ case "${1:-all}" in
   k8s) with_lock "$k8s_dir" build_k8s ;;
   etcd) with_lock "$etcd_dir" build_etcd ;;
   kwok) with_lock "$kwok_dir" build_kwok ;;
+  helm) with_lock "$helm_dir" build_helm ;;
+  helm-bin) with_lock "$helm_dir" build_helm; echo "$helm_dir/helm" ;;
   envtest-dir | bin-dir) build_all; echo "$bin_dir" ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|envtest-dir|bin-dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir]" >&2; exit 2 ;;
 esac

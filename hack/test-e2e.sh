@@ -2,13 +2,25 @@
 # Runs the e2e suite (test/e2e). Without KUBECONFIG_E2E it starts a local containerless cluster of
 # its own (named lockwarden-e2e or $E2E_CLUSTER_NAME, so that a cluster from `make cluster` is left alone) and stops it
 # afterwards; with KUBECONFIG_E2E it runs against that cluster (kind, or any other).
+#
+# With KIND_CLUSTER set (and Docker and kind installed) it runs on that kind cluster instead: it
+# builds the image (IMG, default lockwarden:e2e), loads it into the cluster, and the chart specs
+# install the chart with it, so the controller pods really run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bin=$(hack/k8s-binaries.sh bin-dir)
-export PATH="$bin:$PATH" # the kubectl matching the control plane
+export PATH="$bin:$PATH" # the kubectl matching the control plane, and helm
 
-if [[ -n "${KUBECONFIG_E2E:-}" ]]; then
+if [[ -n "${KIND_CLUSTER:-}" ]]; then
+  export E2E_IMAGE=${IMG:-lockwarden:e2e}
+  make --no-print-directory docker-build IMG="$E2E_IMAGE"
+  kind load docker-image "$E2E_IMAGE" --name "$KIND_CLUSTER"
+  KUBECONFIG=$(mktemp)
+  trap 'rm -f "$KUBECONFIG"' EXIT
+  kind get kubeconfig --name "$KIND_CLUSTER" >"$KUBECONFIG"
+  export KUBECONFIG KIND_CLUSTER
+elif [[ -n "${KUBECONFIG_E2E:-}" ]]; then
   export KUBECONFIG="$KUBECONFIG_E2E"
 else
   export CLUSTER_NAME=${E2E_CLUSTER_NAME:-lockwarden-e2e}

@@ -1,0 +1,352 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package charts_test checks the Helm chart without a cluster: helm lint, the values schema
+// rejecting bad values, what the defaults render to, and that the chart stays equivalent to the
+// kustomize configuration in config/default. It runs the real helm and kubectl built into the
+// cache by hack/k8s-binaries.sh.
+package charts_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+const chart = "lockwarden"
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// tool returns the path of a binary from the cache (helm or kubectl), building it if needed.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	binOnce.Do(func() {
+		out, err := exec.Command(filepath.Join("..", "hack", "k8s-binaries.sh"), "bin-dir").Output()
+		binDir, binErr = strings.TrimSpace(string(out)), err
+	})
+	if binErr != nil {
+		t.Fatalf("hack/k8s-binaries.sh bin-dir: %v", binErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// run runs a cached tool and returns its combined output and error.
+func run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(tool(t, name), args...)
+	// helm keeps caches and config under these; keep them out of the user's home.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// render runs helm template with the given extra arguments and returns the objects by kind/name.
+func render(t *testing.T, args ...string) objects {
+	t.Helper()
+	out, err := run(t, "helm", append([]string{"template", "lw", chart, "--namespace", "locks"}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	return parse(t, out)
+}
+
+// objects are rendered manifests, keyed "Kind/name".
+type objects map[string][]byte
+
+func parse(t *testing.T, manifests string) objects {
+	t.Helper()
+	objs := objects{}
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(manifests, -1) {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if meta.Kind == "" {
+			continue
+		}
+		objs[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
+	}
+	return objs
+}
+
+func (o objects) get(t *testing.T, key string, into any) {
+	t.Helper()
+	doc, ok := o[key]
+	if !ok {
+		t.Fatalf("no %s among %v", key, o.keys())
+	}
+	if err := yaml.UnmarshalStrict(doc, into); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+}
+
+func (o objects) keys() []string {
+	var k []string
+	for key := range o {
+		k = append(k, key)
+	}
+	slices.Sort(k)
+	return k
+}
+
+func (o objects) ofKind(kind string) []string {
+	var k []string
+	for _, key := range o.keys() {
+		if strings.HasPrefix(key, kind+"/") {
+			k = append(k, key)
+		}
+	}
+	return k
+}
+
+func TestLint(t *testing.T) {
+	for name, args := range map[string][]string{
+		"defaults":     nil,
+		"every option": {"--values", filepath.Join("testdata", "all-options.yaml")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := run(t, "helm", append([]string{"lint", "--strict", chart}, args...)...)
+			if err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"unknown top-level key", []string{"replicas=2"}, "additional properties 'replicas' not allowed"},
+		{"unknown nested key", []string{"crds.install=true"}, "additional properties 'install' not allowed"},
+		{"replicas not a number", []string{"replicaCount=two"}, "at '/replicaCount': got string, want integer"},
+		{"negative replicas", []string{"replicaCount=-1"}, "at '/replicaCount': minimum: got -1, want 0"},
+		{"two replicas without leader election", []string{"leaderElection.enabled=false"}, "at '/leaderElection/enabled': value must be true"},
+		{"crds.keep not a bool", []string{"crds.keep=maybe"}, "at '/crds/keep': got string, want boolean"},
+		{"bad pull policy", []string{"image.pullPolicy=Sometimes"}, "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
+		{"bad digest", []string{"image.digest=latest"}, "at '/image/digest'"},
+		{"bad log level", []string{"controller.logLevel=verbose"}, "at '/controller/logLevel': value must be one of 'debug', 'info', 'error'"},
+		{"zero workers", []string{"controller.claimWorkers=0"}, "at '/controller/claimWorkers': minimum: got 0, want 1"},
+		{"port out of range", []string{"metrics.port=70000"}, "at '/metrics/port': maximum: got 70,000, want 65,535"},
+		{"bad anti-affinity", []string{"podAntiAffinity=always"}, "at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'"},
+		{"bad scrape interval", []string{"metrics.serviceMonitor.interval=often"}, "at '/metrics/serviceMonitor/interval'"},
+		{"bad secret namespace", []string{"secretNamespace=Not_A_Namespace"}, "at '/secretNamespace'"},
+		{"extra arg that is not a flag", []string{"controller.extraArgs[0]=verbose"}, "at '/controller/extraArgs/0'"},
+		{"lock backend without a type", []string{"lockBackends[0].name=redis", "lockBackends[0].spec.redis.address=r:6379"}, "missing property 'type'"},
+		{"lock backend of an unknown type", []string{"lockBackends[0].name=mem", "lockBackends[0].spec.type=Memcached"}, "at '/lockBackends/0/spec/type': value must be one of"},
+		{"memory request that is not a quantity", []string{"resources.requests.memory=lots"}, "at '/resources/requests/memory'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"template", "lw", chart}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := run(t, "helm", args...)
+			if err == nil {
+				t.Fatalf("helm template --set %v was accepted", tc.set)
+			}
+			if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, tc.want) {
+				t.Fatalf("helm template --set %v: want a schema error containing %q, got:\n%s", tc.set, tc.want, out)
+			}
+		})
+	}
+
+	t.Run("template checks the schema cannot express", func(t *testing.T) {
+		for _, tc := range []struct {
+			set  []string
+			want string
+		}{
+			{[]string{"podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable must be below replicaCount"},
+			{[]string{"serviceAccount.create=false"}, "serviceAccount.name must name an existing ServiceAccount"},
+		} {
+			args := []string{"template", "lw", chart}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := run(t, "helm", args...)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("helm template --set %v: want an error containing %q, got %v:\n%s", tc.set, tc.want, err, out)
+			}
+		}
+	})
+}
+
+func TestDefaults(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t)
+	g.Expect(objs.keys()).To(ConsistOf(
+		"CustomResourceDefinition/lockbackends.locks.lockwarden.io",
+		"CustomResourceDefinition/distributedlocks.locks.lockwarden.io",
+		"CustomResourceDefinition/lockclaims.locks.lockwarden.io",
+		"ServiceAccount/lw-lockwarden",
+		"ClusterRole/lw-lockwarden-manager",
+		"ClusterRoleBinding/lw-lockwarden-manager",
+		"Role/lw-lockwarden-leader-election",
+		"RoleBinding/lw-lockwarden-leader-election",
+		"Role/lw-lockwarden-secret-reader",
+		"RoleBinding/lw-lockwarden-secret-reader",
+		"ClusterRole/lw-lockwarden-lock-editor",
+		"ClusterRole/lw-lockwarden-lock-viewer",
+		"Deployment/lw-lockwarden",
+		"Service/lw-lockwarden-metrics",
+		"PodDisruptionBudget/lw-lockwarden",
+	))
+
+	var d appsv1.Deployment
+	objs.get(t, "Deployment/lw-lockwarden", &d)
+	g.Expect(d.Spec.Replicas).To(Equal(ptr.To[int32](2)), "HA by default")
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	g.Expect(c.Args).To(ContainElements("--leader-elect", "--leader-election-namespace=locks",
+		"--secret-namespace=locks", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"))
+	g.Expect(c.Image).To(Equal("ghcr.io/lockwarden/lockwarden:0.1.0"), "the image tag defaults to appVersion")
+
+	// A security context that passes the Pod Security "restricted" profile.
+	g.Expect(pod.SecurityContext.RunAsNonRoot).To(Equal(ptr.To(true)))
+	g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(Equal(ptr.To(false)))
+	g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(Equal(ptr.To(true)))
+	g.Expect(c.SecurityContext.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+	g.Expect(c.SecurityContext.Privileged).To(BeNil())
+	g.Expect(pod.HostNetwork || pod.HostPID || pod.HostIPC).To(BeFalse())
+	g.Expect(pod.Volumes).To(BeEmpty())
+	g.Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(c.Resources.Requests).NotTo(BeEmpty())
+	g.Expect(c.Resources.Limits).NotTo(BeEmpty())
+
+	for _, crd := range objs.ofKind("CustomResourceDefinition") {
+		g.Expect(string(objs[crd])).To(ContainSubstring("helm.sh/resource-policy: keep"), "%s is kept on uninstall by default", crd)
+	}
+
+	t.Run("crds.keep=false drops the resource policy", func(t *testing.T) {
+		objs := render(t, "--set", "crds.keep=false")
+		crds := objs.ofKind("CustomResourceDefinition")
+		NewWithT(t).Expect(crds).To(HaveLen(3))
+		for _, crd := range crds {
+			NewWithT(t).Expect(string(objs[crd])).NotTo(ContainSubstring("helm.sh/resource-policy"))
+		}
+	})
+	t.Run("crds.enabled=false leaves the CRDs out", func(t *testing.T) {
+		NewWithT(t).Expect(render(t, "--set", "crds.enabled=false").ofKind("CustomResourceDefinition")).To(BeEmpty())
+	})
+	t.Run("secretNamespace moves the Secret reader Role and the manager's flag", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t, "--set", "secretNamespace=vault")
+		var r rbacv1.Role
+		objs.get(t, "Role/lw-lockwarden-secret-reader", &r)
+		g.Expect(r.Namespace).To(Equal("vault"))
+		var d appsv1.Deployment
+		objs.get(t, "Deployment/lw-lockwarden", &d)
+		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--secret-namespace=vault"))
+	})
+	t.Run("a single replica has no PodDisruptionBudget", func(t *testing.T) {
+		NewWithT(t).Expect(render(t, "--set", "replicaCount=1").ofKind("PodDisruptionBudget")).To(BeEmpty())
+	})
+	t.Run("every option renders", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"))
+		g.Expect(objs.keys()).To(ContainElements("ServiceMonitor/lw-lockwarden", "LockBackend/redis-main", "LockBackend/etcd"))
+		var d appsv1.Deployment
+		objs.get(t, "Deployment/lw-lockwarden", &d)
+		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HavePrefix("registry.example.com/lockwarden@sha256:"))
+		g.Expect(d.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels).
+			To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"), "a constraint without a selector gets the pods' labels")
+	})
+}
+
+// TestEquivalentToKustomize compares the chart's defaults with config/default (make deploy): the
+// same RBAC rules for every role, and the same pod: security contexts, probes, resources,
+// replicas, affinity and disruption budget.
+func TestEquivalentToKustomize(t *testing.T) {
+	g := NewWithT(t)
+	chartObjs := render(t)
+	out, err := run(t, "kubectl", "kustomize", filepath.Join("..", "config", "default"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, out)
+	}
+	kustObjs := parse(t, out)
+
+	rulesOf := func(objs objects, prefix string) map[string][]rbacv1.PolicyRule {
+		m := map[string][]rbacv1.PolicyRule{}
+		for _, kind := range []string{"ClusterRole", "Role"} {
+			for _, key := range objs.ofKind(kind) {
+				var r rbacv1.ClusterRole // a Role has the same fields
+				objs.get(t, key, &r)
+				name := strings.TrimSuffix(strings.TrimPrefix(r.Name, prefix), "-role")
+				m[kind+"/"+name] = r.Rules
+			}
+		}
+		return m
+	}
+	g.Expect(rulesOf(chartObjs, "lw-lockwarden-")).To(Equal(rulesOf(kustObjs, "lockwarden-")))
+
+	var cd, kd appsv1.Deployment
+	chartObjs.get(t, "Deployment/lw-lockwarden", &cd)
+	kustObjs.get(t, "Deployment/lockwarden-controller-manager", &kd)
+	g.Expect(cd.Spec.Replicas).To(Equal(kd.Spec.Replicas))
+	cp, kp := cd.Spec.Template.Spec, kd.Spec.Template.Spec
+	g.Expect(cp.SecurityContext).To(Equal(kp.SecurityContext))
+	g.Expect(cp.TerminationGracePeriodSeconds).To(Equal(kp.TerminationGracePeriodSeconds))
+	g.Expect(cp.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey).
+		To(Equal(kp.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey))
+	cc, kc := cp.Containers[0], kp.Containers[0]
+	g.Expect(cc.Command).To(Equal(kc.Command))
+	g.Expect(cc.Args).To(ContainElements(kc.Args), "the chart passes every flag make deploy passes")
+	g.Expect(cc.Env).To(Equal(kc.Env))
+	g.Expect(cc.Ports).To(Equal(kc.Ports))
+	g.Expect(cc.LivenessProbe).To(Equal(kc.LivenessProbe))
+	g.Expect(cc.ReadinessProbe).To(Equal(kc.ReadinessProbe))
+	g.Expect(cc.Resources).To(Equal(kc.Resources))
+	g.Expect(cc.SecurityContext).To(Equal(kc.SecurityContext))
+
+	var cpdb, kpdb policyv1.PodDisruptionBudget
+	chartObjs.get(t, "PodDisruptionBudget/lw-lockwarden", &cpdb)
+	kustObjs.get(t, "PodDisruptionBudget/lockwarden-controller-manager", &kpdb)
+	g.Expect(cpdb.Spec.MinAvailable).To(Equal(kpdb.Spec.MinAvailable))
+
+	var cs, ks corev1.Service
+	chartObjs.get(t, "Service/lw-lockwarden-metrics", &cs)
+	kustObjs.get(t, "Service/lockwarden-controller-manager-metrics", &ks)
+	g.Expect(cs.Spec.Ports).To(Equal(ks.Spec.Ports))
+
+	g.Expect(chartObjs.ofKind("CustomResourceDefinition")).To(ConsistOf(kustObjs.ofKind("CustomResourceDefinition")))
+}

@@ -1,0 +1,77 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "lockwarden.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object name: fullnameOverride, else the release name when it already contains
+the chart name, else "<release>-<chart>". Truncated to 63 characters (DNS labels).
+*/}}
+{{- define "lockwarden.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels that select the controller pods; never change them in an upgrade. */}}
+{{- define "lockwarden.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lockwarden.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "lockwarden.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "lockwarden.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ include "lockwarden.imageTag" . | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: lockwarden
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels on the controller's objects: every label plus the component. */}}
+{{- define "lockwarden.controllerLabels" -}}
+{{ include "lockwarden.labels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "lockwarden.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/* repository:tag, or repository@digest when a digest is set. */}}
+{{- define "lockwarden.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (include "lockwarden.imageTag" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "lockwarden.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "lockwarden.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name must name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace whose Secrets the controller reads and where the built-in backend keeps Leases. */}}
+{{- define "lockwarden.secretNamespace" -}}
+{{- default .Release.Namespace .Values.secretNamespace }}
+{{- end }}
+
+{{- define "lockwarden.leaderElectionNamespace" -}}
+{{- default .Release.Namespace .Values.leaderElection.namespace }}
+{{- end }}
