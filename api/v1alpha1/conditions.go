@@ -62,6 +62,10 @@ const (
 const (
 	// ReasonBackendReachable: the last probe connected, authenticated and wrote.
 	ReasonBackendReachable = "BackendReachable"
+	// ReasonBackendDegraded: the last probe succeeded with less redundancy than configured (a
+	// Redlock node down while a majority answers): Ready stays True, the message names what
+	// failed.
+	ReasonBackendDegraded = "BackendDegraded"
 	// ReasonBackendUnreachable: the last probe failed; the message carries the error.
 	ReasonBackendUnreachable = "BackendUnreachable"
 	// ReasonSecretNotFound: a Secret the backend names is missing, lacks the key, or lies outside

@@ -147,3 +147,11 @@ func AsFreeWatcher(b Backend) (FreeWatcher, bool) {
 	}
 	return nil, false
 }
+
+// DegradedError is what Ping returns when the store works with less redundancy than configured
+// (a Redlock node down while a majority answers): the backend is usable, and operators should
+// know. Err says what failed. It does not unwrap to Err on purpose: a degraded backend is not an
+// unavailable one, and errors.Is must not say it is.
+type DegradedError struct{ Err error }
+
+func (e *DegradedError) Error() string { return e.Err.Error() }

@@ -28,6 +28,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
@@ -150,6 +151,28 @@ var _ = Describe("The Redlock backend on three real redis-servers", func() {
 		}
 		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedlock,
 			Redlock: &locksv1alpha1.RedlockBackend{Addresses: addrs}})
+		handoffStory(name)
+	})
+})
+
+var _ = Describe("The Redlock backend with one of three nodes down", func() {
+	It("stays Ready but says it is degraded, names the dead node, and keeps granting", func() {
+		servers := redistest.StartN(GinkgoTB(), 3, redistest.Options{})
+		var addrs []locksv1alpha1.HostPort
+		for _, s := range servers {
+			addrs = append(addrs, locksv1alpha1.HostPort(s.Addr()))
+		}
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedlock,
+			Redlock: &locksv1alpha1.RedlockBackend{Addresses: addrs}})
+		servers[2].Kill()
+		Eventually(func(g Gomega) {
+			lb := &locksv1alpha1.LockBackend{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Name: name}, lb)).To(Succeed())
+			ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+			g.Expect(ready.Status).To(BeEquivalentTo("True"))
+			g.Expect(ready.Reason).To(Equal(locksv1alpha1.ReasonBackendDegraded))
+			g.Expect(ready.Message).To(ContainSubstring(servers[2].Addr()))
+		}).Should(Succeed())
 		handoffStory(name)
 	})
 })

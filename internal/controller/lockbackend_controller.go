@@ -89,6 +89,8 @@ func (r *LockBackendReconciler) recordTransition(before, after *locksv1alpha1.Lo
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, locksv1alpha1.ReasonBackendRecovered, "Probe", "%s", now.Message)
 	case now.Status != metav1.ConditionTrue && was:
 		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, now.Reason, "Probe", "%s", now.Message)
+	case now.Reason == locksv1alpha1.ReasonBackendDegraded && !hasReason(before, locksv1alpha1.ReasonBackendDegraded):
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, now.Reason, "Probe", "%s", now.Message)
 	}
 }
 
@@ -104,4 +106,10 @@ func (r *LockBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&locksv1alpha1.LockBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("lockbackend").
 		Complete(r)
+}
+
+// hasReason tells whether lb's Ready condition has reason.
+func hasReason(lb *locksv1alpha1.LockBackend, reason string) bool {
+	c := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
+	return c != nil && c.Reason == reason
 }

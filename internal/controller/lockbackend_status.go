@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 )
 
@@ -35,7 +36,11 @@ func setBackendReady(lb *locksv1alpha1.LockBackend, probeErr error) {
 		Message:            "Probe succeeded: reachable, authenticated and writable",
 		ObservedGeneration: lb.Generation,
 	}
-	if probeErr != nil {
+	var degraded *backends.DegradedError
+	switch {
+	case errors.As(probeErr, &degraded):
+		cond.Reason, cond.Message = locksv1alpha1.ReasonBackendDegraded, "Probe succeeded with less redundancy than configured: "+degraded.Error()
+	case probeErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, locksv1alpha1.ReasonBackendUnreachable, "Probe failed: "+probeErr.Error()
 		if errors.Is(probeErr, registry.ErrSecret) {
 			cond.Reason = locksv1alpha1.ReasonSecretNotFound

@@ -513,8 +513,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 			qe.Agreed++
 		}
 	}
-	if qe.Agreed >= b.quorum {
+	switch {
+	case qe.Agreed == len(b.nodes):
 		return nil
+	case qe.Agreed >= b.quorum:
+		return &backends.DegradedError{Err: qe}
 	}
 	return qe
 }

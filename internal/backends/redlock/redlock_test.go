@@ -143,7 +143,11 @@ func TestFiveNodesSurviveTwoFailuresAndFailClosedWithThree(t *testing.T) {
 	g.Expect(got.Identity).To(Equal("a"))
 	_, err = b.TryAcquire(ctx, "app/held", "c", holdTTL)
 	g.Expect(err).To(MatchError(backends.ErrLocked))
-	g.Expect(b.Ping(ctx)).To(Succeed(), "a quorum of nodes is usable")
+	err = b.Ping(ctx)
+	var degraded *backends.DegradedError
+	g.Expect(errors.As(err, &degraded)).To(BeTrue(), "a quorum of nodes is usable, but degraded: %v", err)
+	g.Expect(errors.Is(err, redlock.ErrUnavailable)).To(BeFalse())
+	g.Expect(err.Error()).To(ContainSubstring(servers[1].Addr()))
 
 	servers[4].Kill()
 	dead := []string{servers[1].Addr(), servers[3].Addr(), servers[4].Addr()}
