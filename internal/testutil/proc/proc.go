@@ -171,6 +171,19 @@ func (p *Process) killLocked() error {
 		return fmt.Errorf("proc: %s (pid %d) did not exit within %s of SIGKILL", p.spec.Name, pid, KillTimeout)
 	}
 	p.cmd, p.exited = nil, nil
+	return waitGroupGone(p.spec.Name, pid)
+}
+
+// waitGroupGone waits until no process of the group that pid led runs any more, so that a
+// restart never meets the old server's workers (their ports, locks and shared memory).
+func waitGroupGone(name string, pid int) error {
+	deadline := time.Now().Add(KillTimeout)
+	for groupAlive(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proc: processes of %s's group (pid %d) still run %s after SIGKILL", name, pid, KillTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return nil
 }
 
@@ -186,9 +199,10 @@ func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.exited:
 		// Workers the server forked and did not reap die with the group.
-		_ = signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+		pid := p.cmd.Process.Pid
+		_ = signalGroup(pid, syscall.SIGKILL)
 		p.cmd, p.exited = nil, nil
-		return nil
+		return waitGroupGone(p.spec.Name, pid)
 	case <-time.After(grace):
 	}
 	return p.killLocked()

@@ -18,12 +18,12 @@ package proc_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +32,16 @@ import (
 	"github.com/lockwarden/lockwarden/internal/testutil/proc"
 )
 
-// alive reports whether a process exists.
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// running reports whether a process exists and is not a zombie (an exited process its new parent
+// has not reaped yet).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
+}
 
 // A shell that forks a worker stands in for a server: Kill takes the whole group, Restart runs it
 // again, Stop sends the stop signal first, and the log collects the output of every run.
@@ -69,7 +77,7 @@ func TestProcessLifecycle(t *testing.T) {
 	g.Expect(p.Kill()).To(Succeed())
 	g.Expect(p.PID()).To(BeZero())
 	g.Expect(p.Exited()).To(BeNil())
-	g.Eventually(func() bool { return alive(worker) }, 10*time.Second, 10*time.Millisecond).Should(BeFalse(), "the forked worker died with the group")
+	g.Expect(running(worker)).To(BeFalse(), "Kill returns once the forked worker is gone too")
 	g.Expect(p.Kill()).To(Succeed(), "killing a stopped server is a no-op")
 
 	_ = os.Remove(workerPID)
@@ -78,7 +86,7 @@ func TestProcessLifecycle(t *testing.T) {
 	worker = readWorker()
 	g.Expect(p.Stop(10 * time.Second)).To(Succeed())
 	g.Expect(p.PID()).To(BeZero())
-	g.Eventually(func() bool { return alive(worker) }, 10*time.Second, 10*time.Millisecond).Should(BeFalse())
+	g.Expect(running(worker)).To(BeFalse(), "Stop returns once the forked worker is gone too")
 	g.Expect(p.LogTail(4000)).To(And(ContainSubstring("started\nstarted"), ContainSubstring("bye")), "both runs and the clean exit are logged")
 }
 
