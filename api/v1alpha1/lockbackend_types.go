@@ -208,11 +208,14 @@ type SQLBackend struct {
 	// +required
 	DSNSecretRef SecretKeySelector `json:"dsnSecretRef"`
 
-	// table is the name of the lock table, created on first use.
+	// table is the name of the lock table, created on first use with its sessions table,
+	// <table>_sessions. At most 54 characters, so that the sessions table's name fits the
+	// databases' 63-character identifiers.
 	// +optional
 	// +kubebuilder:default=lockwarden_locks
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[A-Za-z_][A-Za-z0-9_]*$')`,message="table must be a plain SQL identifier: letters, digits and underscores, not starting with a digit"
+	// +kubebuilder:validation:XValidation:rule="self.size() <= 54",message="table may have at most 54 characters: lockwarden also creates <table>_sessions, and SQL identifiers have at most 63"
 	Table string `json:"table,omitempty"`
 }
 

@@ -288,6 +288,16 @@ spec:
     table: "locks; drop table users"
     dsnSecretRef: {name: db, namespace: lockwarden-system, key: dsn}
 `, `spec.sql.table: Invalid value: "locks; drop table users": table must be a plain SQL identifier: letters, digits and underscores, not starting with a digit`),
+		Entry("a SQL table name too long for its sessions table", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: SQL
+  sql:
+    driver: postgres
+    table: lockwarden_locks_for_the_payments_team_in_the_eu_west_1
+    dsnSecretRef: {name: db, namespace: lockwarden-system, key: dsn}
+`, `spec.sql.table: Invalid value: "lockwarden_locks_for_the_payments_team_in_the_eu_west_1": table may have at most 54 characters: lockwarden also creates <table>_sessions, and SQL identifiers have at most 63`),
 		Entry("a Secret reference without a namespace", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockBackend

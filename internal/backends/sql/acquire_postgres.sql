@@ -2,19 +2,29 @@
 -- $4 session id, $5 TTL in microseconds.
 --
 -- A missing row is inserted. An existing row is taken only if it is the identity's own
--- (reentrancy, or a restarted controller resuming) or has expired by the database's clock; the
--- hold continues (same grant_id and acquired_at) only if it is the identity's own and live.
+-- (reentrancy, or a restarted controller resuming: the row moves to this session) or has expired
+-- by the database's clock: its own expires_at and its session's renewed_at + ttl_us have both
+-- passed (a missing session row counts as never renewed). The hold continues (same grant_id and
+-- acquired_at) only if it is the identity's own and live.
+--
 -- ON CONFLICT DO UPDATE locks the row and evaluates the WHERE clause against its latest committed
 -- version, so of many sessions racing for one free or expired key exactly one gets a row back.
--- No row back means the key is held by another identity.
+-- The session row is read FOR SHARE: a renewal of that session in flight (which locks its row
+-- FOR UPDATE) makes this statement wait and then see the new renewed_at, and a renewal that comes
+-- second waits for this statement to commit; so a lock is never taken on the strength of a
+-- session time that a concurrent renewal is replacing. No row back means the key is held by
+-- another identity.
 INSERT INTO lockwarden_locks AS l (lock_key, holder, grant_id, session_id, ttl_us, acquired_at, expires_at)
 VALUES ($1, $2, $3, $4, $5::bigint, now(), now() + $5::bigint * interval '1 microsecond')
 ON CONFLICT (lock_key) DO UPDATE SET
-    grant_id    = CASE WHEN l.expires_at <= now() THEN EXCLUDED.grant_id ELSE l.grant_id END,
-    acquired_at = CASE WHEN l.expires_at <= now() THEN EXCLUDED.acquired_at ELSE l.acquired_at END,
+    grant_id    = CASE WHEN l.expires_at <= now() AND COALESCE((SELECT s.renewed_at FROM lockwarden_locks_sessions s WHERE s.session_id = l.session_id FOR SHARE) + l.ttl_us * interval '1 microsecond' <= now(), true)
+                  THEN EXCLUDED.grant_id ELSE l.grant_id END,
+    acquired_at = CASE WHEN l.expires_at <= now() AND COALESCE((SELECT s.renewed_at FROM lockwarden_locks_sessions s WHERE s.session_id = l.session_id FOR SHARE) + l.ttl_us * interval '1 microsecond' <= now(), true)
+                  THEN EXCLUDED.acquired_at ELSE l.acquired_at END,
     holder      = EXCLUDED.holder,
     session_id  = EXCLUDED.session_id,
     ttl_us      = EXCLUDED.ttl_us,
     expires_at  = EXCLUDED.expires_at
-WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
+WHERE l.holder = EXCLUDED.holder
+   OR (l.expires_at <= now() AND COALESCE((SELECT s.renewed_at FROM lockwarden_locks_sessions s WHERE s.session_id = l.session_id FOR SHARE) + l.ttl_us * interval '1 microsecond' <= now(), true))
 RETURNING grant_id, acquired_at, expires_at

@@ -47,46 +47,90 @@ var (
 	acquireMySQL string
 	//go:embed renew_postgres.sql
 	renewPostgres string
+	//go:embed renew_mysql.sql
+	renewMySQL string
+	//go:embed renew_cleanup_mysql.sql
+	renewCleanupMySQL string
 )
 
-// dialect is what differs between PostgreSQL and MySQL: the statements, and how renewal and
-// retries work.
+// dialect is what differs between PostgreSQL and MySQL: the statements, and how reads of many
+// keys and retries work.
 type dialect struct {
-	// ddl creates the table.
-	ddl string
-	// tableExists answers one boolean for the table's name.
+	// ddl creates the tables and the index, in order.
+	ddl []string
+	// tableExists answers one boolean for a table's name.
 	tableExists string
 	// acquire is the upsert of TryAcquire. acquireReturns: it returns grant_id, acquired_at and
 	// expires_at when it took the key (PostgreSQL); else it returns nothing and the row is read
 	// back (MySQL).
 	acquire        string
 	acquireReturns bool
-	// selectRow reads holder, grant_id, ttl_us, acquired_at, expires_at and liveness by key.
+	// selectRow reads holder, grant_id, session_id, ttl_us, acquired_at, expiry and liveness by
+	// key.
 	selectRow string
 	// release deletes a key's row if the identity holds it or it has expired.
 	release string
-	// renew extends the leases and returns the rows of their keys after it, by key.
-	renew func(ctx context.Context, b *Backend, leases []backends.Lease, ttlUs int64) (map[string]row, error)
+	// bump renews a session: bumpArgs are its parameters for a session id. When it changes
+	// nothing (MySQL, when some lock of the session has expired), cleanup deletes the session's
+	// expired locks and bump is sent again; cleanup is empty when bump does both (PostgreSQL).
+	bump     string
+	bumpArgs func(session string) []any
+	cleanup  string
+	// deleteSession deletes a session row (Ping's probe session).
+	deleteSession string
+	// adopt moves one live lock of the identity into this session with a new TTL (parameters:
+	// session id, TTL in µs, key, identity, grant id or 0). adoptReturns: it returns the row as
+	// selectRow does (PostgreSQL); else the row is read back (MySQL).
+	adopt        string
+	adoptReturns bool
+	// readKeys reads the rows of keys after a renewal, by key, in as few statements as it can.
+	readKeys func(ctx context.Context, b *Backend, keys []string) (map[string]row, error)
 	// retryable tells errors after which a statement may be sent again at once (deadlocks).
 	retryable func(error) bool
 }
 
+// Liveness, in SQL, of a lock row l LEFT JOINed with its session row s: the expiry is the later
+// of the row's own and its session's renewal plus the row's TTL; a missing session row counts as
+// never renewed.
+const (
+	pgExpiry    = "GREATEST(l.expires_at, s.renewed_at + l.ttl_us * interval '1 microsecond')"
+	mysqlExpiry = "GREATEST(l.expires_at, COALESCE(s.renewed_at + INTERVAL l.ttl_us MICROSECOND, l.expires_at))"
+)
+
+// rowColumns is what scanRow reads after the key, for a lock row l joined with its session s.
+func rowColumns(expiry, now string) string {
+	return "l.holder, l.grant_id, l.session_id, l.ttl_us, l.acquired_at, " + expiry + ", " + expiry + " > " + now
+}
+
 // postgres is the PostgreSQL dialect for table.
 func postgres(table string) *dialect {
-	renew := forTable(renewPostgres, table)
+	sessions := sessionTable(table)
+	from := " FROM " + table + " AS l LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
+	cols := rowColumns(pgExpiry, "now()")
+	readKeys := "SELECT l.lock_key, " + cols + " FROM unnest($1::text[]) AS r(lock_key) JOIN " + table +
+		" AS l ON l.lock_key = r.lock_key LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
+	// sessionExpired: the row l's session no longer keeps it alive. The session row is read FOR
+	// SHARE, so that a renewal of that session in flight is waited for (see acquire_postgres.sql).
+	sessionExpired := "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = l.session_id FOR SHARE)" +
+		" + l.ttl_us * interval '1 microsecond' <= now(), true)"
 	return &dialect{
-		ddl:            forTable(ddlPostgres, table),
+		ddl:            splitStatements(forTable(ddlPostgres, table)),
 		tableExists:    "SELECT to_regclass($1) IS NOT NULL",
 		acquire:        forTable(acquirePostgres, table),
 		acquireReturns: true,
-		selectRow:      "SELECT holder, grant_id, ttl_us, acquired_at, expires_at, expires_at > now() FROM " + table + " WHERE lock_key = $1",
-		release:        "DELETE FROM " + table + " WHERE lock_key = $1 AND (holder = $2 OR expires_at <= now())",
-		renew: func(ctx context.Context, b *Backend, leases []backends.Lease, ttlUs int64) (map[string]row, error) {
-			keys, holders, grants := make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
-			for i, l := range leases {
-				keys[i], holders[i], grants[i] = l.Key, l.Identity, grantOf(l.Version)
-			}
-			rows, err := b.query(ctx, "renewing locks", renew, ttlUs, b.session, keys, holders, grants)
+		selectRow:      "SELECT " + cols + from + " WHERE l.lock_key = $1",
+		release: "DELETE FROM " + table + " AS l WHERE l.lock_key = $1 AND (l.holder = $2 OR (l.expires_at <= now() AND " +
+			sessionExpired + "))",
+		bump:          forTable(renewPostgres, table),
+		bumpArgs:      func(session string) []any { return []any{session} },
+		deleteSession: "DELETE FROM " + sessions + " WHERE session_id = $1",
+		adopt: "UPDATE " + table + " AS l SET session_id = $1, ttl_us = $2::bigint, expires_at = now() + $2::bigint * interval '1 microsecond'" +
+			" WHERE l.lock_key = $3 AND l.holder = $4 AND ($5::bigint = 0 OR l.grant_id = $5::bigint)" +
+			" AND (l.expires_at > now() OR NOT " + sessionExpired + ")" +
+			" RETURNING l.holder, l.grant_id, l.session_id, l.ttl_us, l.acquired_at, l.expires_at, true",
+		adoptReturns: true,
+		readKeys: func(ctx context.Context, b *Backend, keys []string) (map[string]row, error) {
+			rows, err := b.query(ctx, "reading renewed locks", readKeys, keys)
 			if err != nil {
 				return nil, err
 			}
@@ -103,13 +147,56 @@ func postgres(table string) *dialect {
 
 // mysqlDialect is the MySQL and MariaDB dialect for table.
 func mysqlDialect(table string) *dialect {
-	d := &dialect{
-		ddl:         forTable(ddlMySQL, table),
+	sessions := sessionTable(table)
+	from := " FROM " + table + " AS l LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
+	cols := rowColumns(mysqlExpiry, "UTC_TIMESTAMP(6)")
+	// sessionExpired: the row's session no longer keeps it alive. InnoDB reads the session row
+	// with a shared lock in a data-changing statement (see acquire_mysql.sql).
+	sessionExpired := "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = " + table + ".session_id)" +
+		" + INTERVAL " + table + ".ttl_us MICROSECOND <= UTC_TIMESTAMP(6), TRUE)"
+	return &dialect{
+		ddl:         splitStatements(forTable(ddlMySQL, table)),
 		tableExists: "SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
 		acquire:     forTable(acquireMySQL, table),
-		selectRow: "SELECT holder, grant_id, ttl_us, acquired_at, expires_at, expires_at > UTC_TIMESTAMP(6) FROM " + table +
-			" WHERE lock_key = ?",
-		release: "DELETE FROM " + table + " WHERE lock_key = ? AND (holder = ? OR expires_at <= UTC_TIMESTAMP(6))",
+		selectRow:   "SELECT " + cols + from + " WHERE l.lock_key = ?",
+		release: "DELETE FROM " + table + " WHERE lock_key = ? AND (holder = ? OR (expires_at <= UTC_TIMESTAMP(6) AND " +
+			sessionExpired + "))",
+		bump:          forTable(renewMySQL, table),
+		bumpArgs:      func(session string) []any { return []any{session, session} },
+		cleanup:       forTable(renewCleanupMySQL, table),
+		deleteSession: "DELETE FROM " + sessions + " WHERE session_id = ?",
+		adopt: "UPDATE " + table + " SET session_id = ?, ttl_us = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ttl_us MICROSECOND" +
+			" WHERE lock_key = ? AND holder = ? AND (? = 0 OR grant_id = ?)" + // expires_at reads the ttl_us just set
+
+			" AND (expires_at > UTC_TIMESTAMP(6) OR NOT " + sessionExpired + ")",
+		readKeys: func(ctx context.Context, b *Backend, keys []string) (map[string]row, error) {
+			out := map[string]row{}
+			for len(keys) > 0 {
+				n, size := 0, 0
+				for n < len(keys) && (n == 0 || size+len(keys[n]) <= mysqlReadBytes) {
+					size += len(keys[n])
+					n++
+				}
+				args := make([]any, n)
+				for i, k := range keys[:n] {
+					args[i] = k
+				}
+				keys = keys[n:]
+				rows, err := b.query(ctx, "reading renewed locks", "SELECT l.lock_key, "+cols+from+
+					" WHERE l.lock_key IN ("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")", args...)
+				if err != nil {
+					return nil, err
+				}
+				got, err := collect(b, rows)
+				if err != nil {
+					return nil, err
+				}
+				for k, r := range got {
+					out[k] = r
+				}
+			}
+			return out, nil
+		},
 		retryable: func(err error) bool {
 			var myErr *mysql.MySQLError
 			// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the statement back; racing upserts of one key
@@ -117,52 +204,27 @@ func mysqlDialect(table string) *dialect {
 			return errors.As(err, &myErr) && myErr.Number == 1213
 		},
 	}
-	d.renew = func(ctx context.Context, b *Backend, leases []backends.Lease, ttlUs int64) (map[string]row, error) {
-		out := map[string]row{}
-		for from := 0; from < len(leases); from += mysqlRenewChunk {
-			chunk := leases[from:min(from+mysqlRenewChunk, len(leases))]
-			keys := distinctKeys(chunk)
-			in := "lock_key IN (" + strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",") + ")"
-			args := []any{ttlUs, ttlUs, b.session}
-			args = append(args, keys...)
-			match := make([]string, len(chunk))
-			for i, l := range chunk {
-				if g := grantOf(l.Version); g != 0 {
-					match[i] = "(lock_key = ? AND holder = ? AND grant_id = ?)"
-					args = append(args, l.Key, l.Identity, g)
-				} else {
-					match[i] = "(lock_key = ? AND holder = ?)"
-					args = append(args, l.Key, l.Identity)
-				}
-			}
-			update := "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ttl_us = ?, session_id = ?" +
-				" WHERE " + in + " AND expires_at > UTC_TIMESTAMP(6) AND (" + strings.Join(match, " OR ") + ")"
-			if _, err := b.exec(ctx, "renewing locks", update, args...); err != nil {
-				return nil, err
-			}
-			rows, err := b.query(ctx, "reading renewed locks",
-				"SELECT lock_key, holder, grant_id, ttl_us, acquired_at, expires_at, expires_at > UTC_TIMESTAMP(6) FROM "+table+" WHERE "+in,
-				keys...)
-			if err != nil {
-				return nil, err
-			}
-			got, err := collect(b, rows)
-			if err != nil {
-				return nil, err
-			}
-			for k, r := range got {
-				out[k] = r
-			}
-		}
-		return out, nil
-	}
-	return d
 }
 
-// distinctKeys lists the keys of leases once each, as statement arguments.
-func distinctKeys(leases []backends.Lease) []any {
+// sessionTable is the name of the sessions table of a lock table.
+func sessionTable(table string) string { return table + sessionTableSuffix }
+
+// splitStatements splits a file of statements, each ending with a semicolon at the end of a
+// line (the last one may omit it): the drivers send one statement at a time.
+func splitStatements(file string) []string {
+	var out []string
+	for _, stmt := range strings.Split(file, ";\n") {
+		if stmt = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stmt), ";")); stmt != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// distinctKeys lists the keys of leases once each.
+func distinctKeys(leases []backends.Lease) []string {
 	seen := map[string]bool{}
-	var keys []any
+	var keys []string
 	for _, l := range leases {
 		if !seen[l.Key] {
 			seen[l.Key] = true
@@ -172,8 +234,7 @@ func distinctKeys(leases []backends.Lease) []any {
 	return keys
 }
 
-// collect reads rows of (lock_key, holder, grant_id, ttl_us, acquired_at, expires_at, live) by
-// key, and closes them.
+// collect reads rows of lock_key and rowColumns by key, and closes them.
 func collect(b *Backend, rows *dbsql.Rows) (map[string]row, error) {
 	defer rows.Close()
 	out := map[string]row{}

@@ -173,9 +173,9 @@ func TestInvalidDSNsNeverInErrors(t *testing.T) {
 }
 
 // The privileges the documentation lists are enough: a user with only SELECT, INSERT, UPDATE and
-// DELETE on a table a DBA created (with the DDL the package ships) locks as well as the owner. A
-// user who may not create the missing table, or may only read it, fails Ping with a message that
-// says so.
+// DELETE on the tables a DBA created (with the DDL the package ships) locks as well as the owner.
+// A user who may not create the missing tables, or may only read them, fails Ping with a message
+// that says so.
 func TestPrivileges(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
 		g := NewWithT(t)
@@ -204,18 +204,23 @@ func TestPrivileges(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("creating the lock table dba_locks")))
 		g.Expect(err).To(MatchError(ContainSubstring("CREATE privilege")))
 
-		// A DBA creates the table from the shipped DDL, as its owner, and lets limited read it.
+		// A DBA creates the tables from the shipped DDL, statement by statement, as their owner,
+		// and lets limited read them.
 		ddl, err := os.ReadFile("ddl_" + srv.Driver + ".sql")
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = srv.DB().ExecContext(ctx, strings.ReplaceAll(string(ddl), sqlbackend.DefaultTable, "dba_locks"))
-		g.Expect(err).NotTo(HaveOccurred())
-		grant := func(privileges string) {
-			if srv.Driver == sqlbackend.DriverPostgres {
-				_, err = srv.DB().ExecContext(ctx, "GRANT "+privileges+" ON dba_locks TO limited")
-			} else {
-				_, err = admin.ExecContext(ctx, fmt.Sprintf("GRANT %s ON %s.dba_locks TO 'limited'@'%%'", privileges, sqltest.Database))
-			}
+		for _, stmt := range strings.Split(strings.ReplaceAll(string(ddl), sqlbackend.DefaultTable, "dba_locks"), ";\n") {
+			_, err = srv.DB().ExecContext(ctx, stmt)
 			g.Expect(err).NotTo(HaveOccurred())
+		}
+		grant := func(privileges string) {
+			for _, table := range []string{"dba_locks", "dba_locks_sessions"} {
+				if srv.Driver == sqlbackend.DriverPostgres {
+					_, err = srv.DB().ExecContext(ctx, "GRANT "+privileges+" ON "+table+" TO limited")
+				} else {
+					_, err = admin.ExecContext(ctx, fmt.Sprintf("GRANT %s ON %s.%s TO 'limited'@'%%'", privileges, sqltest.Database, table))
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+			}
 		}
 		grant("SELECT")
 		err = limited(t).Ping(ctx)

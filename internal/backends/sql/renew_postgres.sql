@@ -1,15 +1,22 @@
--- Renew, in one statement whatever the number of leases: the leases come as three arrays.
--- Parameters: $1 TTL in microseconds, $2 session id, $3 keys, $4 identities, $5 grant ids (0
--- when the lease has no Version: any hold of the identity). Only rows that the identity still
--- holds, with the same grant, and that have not expired by the database's clock are extended:
--- a lost lock is never revived. The rows returned are the leases renewed.
-UPDATE lockwarden_locks AS l SET
-    expires_at = now() + $1::bigint * interval '1 microsecond',
-    ttl_us     = $1::bigint,
-    session_id = $2
-FROM unnest($3::text[], $4::text[], $5::bigint[]) AS r(lock_key, holder, grant_id)
-WHERE l.lock_key = r.lock_key
-  AND l.holder = r.holder
-  AND (r.grant_id = 0 OR l.grant_id = r.grant_id)
-  AND l.expires_at > now()
-RETURNING l.lock_key, l.holder, l.grant_id, l.ttl_us, l.acquired_at, l.expires_at, true
+-- Renew's write, one statement whatever the number of locks: it renews the session, and with it
+-- every lock whose session_id names it. Parameter: $1 session id.
+--
+-- The session row is locked first (FOR UPDATE), so that acquires, releases and renewals that
+-- judge this session's locks wait for this statement (they read the session row FOR SHARE).
+-- Then the session's locks that have already expired by the old renewed_at are deleted: a lost
+-- lock is never revived by the new renewed_at. Deleting them is what releasing them would do; a
+-- row another session took meanwhile names that session and is left alone. Last, renewed_at is
+-- set to now(), never backwards. The rows written are the session row and the expired locks,
+-- not the live ones.
+WITH old AS (
+    SELECT renewed_at FROM lockwarden_locks_sessions WHERE session_id = $1 FOR UPDATE
+), expired AS (
+    DELETE FROM lockwarden_locks AS l
+    WHERE l.session_id = $1
+      AND l.expires_at <= now()
+      AND COALESCE((SELECT renewed_at FROM old) + l.ttl_us * interval '1 microsecond' <= now(), true)
+    RETURNING 1
+)
+INSERT INTO lockwarden_locks_sessions AS s (session_id, renewed_at)
+SELECT $1, now() FROM (SELECT count(*) FROM expired) AS deleted
+ON CONFLICT (session_id) DO UPDATE SET renewed_at = GREATEST(s.renewed_at, EXCLUDED.renewed_at)

@@ -15,26 +15,50 @@ limitations under the License.
 */
 
 // Package sqlbackend keeps locks in a table of a PostgreSQL or MySQL/MariaDB database, one row
-// per lock key. (The directory is sql, after the backend type; the package is sqlbackend, so that
+// per lock key, kept alive by one row per controller session in a second table. (The directory is sql, after the backend type; the package is sqlbackend, so that
 // it does not shadow database/sql.) PostgreSQL is reached with github.com/jackc/pgx/v5 through
 // its database/sql adapter, MySQL and MariaDB with github.com/go-sql-driver/mysql; both dialects
 // share this code, and differ only in their statements.
 //
-// # The table
+// # The tables
 //
-// The table (Config.Table, default DefaultTable) is created on first use by each session, if it
-// is missing, from the DDL in ddl_postgres.sql or ddl_mysql.sql; a DBA may create it beforehand
-// instead, so that lockwarden needs only SELECT, INSERT, UPDATE and DELETE on it. Each row holds a
-// lock: its key, the holder identity, a random grant id (Lease.Version, new for every hold and
-// kept while the hold lasts), the session that last wrote it, the TTL, and when the hold began
-// and when it expires. A row whose expiry has passed is a free lock, whoever it names; rows are
-// deleted on release, and expired rows are taken over by the next acquire of their key.
+// The lock table (Config.Table, default DefaultTable) and its sessions table (the same name with
+// "_sessions") are created on first use by each session, if one is missing, from the DDL in
+// ddl_postgres.sql or ddl_mysql.sql; a DBA may create them beforehand instead, so that lockwarden
+// needs only SELECT, INSERT, UPDATE and DELETE on them. Each lock row holds a lock: its key, the
+// holder identity, a random grant id (Lease.Version, new for every hold and kept while the hold
+// lasts), the session that keeps it alive, the TTL, when the hold began and the row's own expiry
+// (its last acquire plus the TTL). Each session row holds a controller session's id and when it
+// was last renewed. Rows are deleted on release, and expired rows are taken over by the next
+// acquire of their key.
+//
+// # Session semantics
+//
+// As in the kubernetes backend, one row per controller session keeps its locks alive: a lock is
+// held while GREATEST(its expires_at, its session's renewed_at + its TTL) is after the database's
+// now; a missing session row counts as never renewed. Renewing the session renews every lock
+// whose row names it, not only the leases passed to Renew: a lock stays held while the session is
+// renewed more often than the lock's TTL, and a caller that no longer wants a lock must Release
+// it (Release deletes the row, so a released lock is not kept alive). A lock whose row names
+// another session (a restarted controller's, or another replica's) moves into this session when
+// this session acquires it (TryAcquire by the same identity, as reentrancy) or renews it (one
+// UPDATE of that row, once), as does a lock renewed with another TTL than the row's. Close leaves
+// the session row: its locks expire by TTL after the session's last renewal, unless another
+// session resumes them. Session rows are never deleted (one small row per controller session).
+//
+// A renewal must not revive a lock that has already expired: before the session's renewed_at
+// moves on, its locks that have expired are deleted (as a release would), in the same statement
+// on PostgreSQL, and on MySQL by a DELETE sent only when the renewal finds such locks. Acquires
+// and releases that judge a lock by its session read the session row with a shared lock, and a
+// renewal locks it exclusively, so that no lock is taken on the strength of a session time that a
+// concurrent renewal is replacing; Renew reads the leases back only after its write committed,
+// and so sees any takeover that came first.
 //
 // # Time
 //
-// Every time that decides a lock is the database's: expiry is computed as now() (PostgreSQL) or
-// UTC_TIMESTAMP(6) (MySQL) plus the TTL, and compared with the same clock, inside the statement
-// that acts on it. The controller's clock is never consulted, so a controller whose clock is wrong
+// Every time that decides a lock is the database's: expiry and renewal times are now()
+// (PostgreSQL) or UTC_TIMESTAMP(6) (MySQL), plus the TTL, and compared with the same clock, inside
+// the statement that acts on them. The controller's clock is never consulted, so a controller whose clock is wrong
 // neither frees nor keeps locks early; Lease times (AcquireTime, ExpireTime, LockedError's
 // ExpireTime) are the database's too. WithClock exists for symmetry with the other backends and
 // changes nothing; the tests prove it.
@@ -45,12 +69,12 @@ limitations under the License.
 // the identity's own or has expired (acquire_postgres.sql, acquire_mysql.sql): exactly one of any
 // number of racing sessions wins. On PostgreSQL it returns the row (RETURNING); MySQL reads it
 // back with a second statement, and so does PostgreSQL when the key is held by another identity,
-// to name the holder. Renew is one UPDATE for all the leases, whatever their number: on
-// PostgreSQL the leases travel as arrays and the statement returns the rows it extended
-// (renew_postgres.sql); on MySQL the UPDATE names the leases in IN lists, and a SELECT reads the
-// rows back, two statements per 500 leases. Release is one owner-checked DELETE (plus a SELECT
-// when it deletes nothing, to tell a free key from another holder's). Statements reports the
-// number of statements a session has sent; each is one round trip (MySQL parameters are
+// to name the holder. Renew is two statements whatever the number of leases: one write that
+// renews the session (renew_postgres.sql, renew_mysql.sql) and writes only the session row, and
+// one read of the leases' rows with their sessions (on PostgreSQL the keys travel as an array; on
+// MySQL in an IN list, one read per MiB of keys). Release is one owner-checked DELETE (plus a
+// SELECT when it deletes nothing, to tell a free key from another holder's). Statements reports
+// the number of statements a session has sent; each is one round trip (MySQL parameters are
 // interpolated by the client, PostgreSQL's statements are prepared once per connection).
 //
 // # Connections and secrets
@@ -119,11 +143,17 @@ const (
 	MaxIdentityBytes = 1024
 )
 
-// mysqlRenewChunk is how many leases one MySQL renewal UPDATE names.
-const mysqlRenewChunk = 500
+// mysqlReadBytes bounds the bytes of keys that one MySQL read after a renewal names, far below
+// max_allowed_packet (4 MiB in MySQL 5.7, more in later versions and MariaDB); more keys take
+// more reads.
+const mysqlReadBytes = 1 << 20
 
-// tableName is what Config.Table may be: a plain identifier, as the LockBackend API enforces.
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+// sessionTableSuffix makes the sessions table's name from the lock table's.
+const sessionTableSuffix = "_sessions"
+
+// tableName is what Config.Table may be: a plain identifier, short enough that the sessions
+// table's name (the suffix added) stays within the 63 characters PostgreSQL allows.
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,53}$`)
 
 // Config says how to reach the database.
 type Config struct {
@@ -207,7 +237,7 @@ func New(cfg Config, opts ...Option) (*Backend, error) {
 	case cfg.DSN == "":
 		return nil, errors.New("sql backend: the DSN is empty")
 	case !tableName.MatchString(b.table):
-		return nil, fmt.Errorf("sql backend: the table name %q is not a plain SQL identifier (letters, digits and underscores, not starting with a digit, at most 63)", b.table)
+		return nil, fmt.Errorf("sql backend: the table name %q is not a plain SQL identifier of at most 54 characters (letters, digits and underscores, not starting with a digit; the sessions table adds %q)", b.table, sessionTableSuffix)
 	case b.clock == nil:
 		return nil, errors.New("sql backend: the clock must not be nil")
 	case b.callTimeout <= 0:
@@ -274,14 +304,17 @@ func newGrant() int64 {
 	return g
 }
 
-// row is a lock row as read back.
+// row is a lock row as read back, with its session's renewal.
 type row struct {
-	key      string
-	holder   string
-	grant    int64
-	ttl      time.Duration
+	key     string
+	holder  string
+	grant   int64
+	session string
+	ttl     time.Duration
+	// acquired: when the hold began.
 	acquired time.Time
-	expires  time.Time
+	// expires: the later of the row's own expiry and its session's renewal plus the TTL.
+	expires time.Time
 	// live: expires is after the database's now.
 	live bool
 }
@@ -297,7 +330,8 @@ func (r row) lease(key string) backends.Lease {
 	}
 }
 
-// scanRow reads the columns key?, holder, grant_id, ttl_us, acquired_at, expires_at, live.
+// scanRow reads the columns key?, holder, grant_id, session_id, ttl_us, acquired_at, expiry,
+// live.
 func scanRow(s interface{ Scan(...any) error }, withKey bool) (row, error) {
 	var (
 		r     row
@@ -307,7 +341,7 @@ func scanRow(s interface{ Scan(...any) error }, withKey bool) (row, error) {
 	if withKey {
 		dest = append(dest, &r.key)
 	}
-	dest = append(dest, &r.holder, &r.grant, &ttlUs, &r.acquired, &r.expires, &r.live)
+	dest = append(dest, &r.holder, &r.grant, &r.session, &ttlUs, &r.acquired, &r.expires, &r.live)
 	if err := s.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -329,23 +363,27 @@ func (b *Backend) begin(ctx context.Context) (context.Context, context.CancelFun
 	return ctx, cancel, nil
 }
 
-// ensureTable creates the table if it is missing, once per session. A table that exists is not
-// created again, so that a user without the CREATE privilege can use a table a DBA made.
+// ensureTable creates the lock table, its index and the sessions table if a table is missing,
+// once per session. Tables that exist are not created again, so that a user without the CREATE
+// privilege can use tables a DBA made.
 func (b *Backend) ensureTable(ctx context.Context) error {
 	b.schemaMu.Lock()
 	defer b.schemaMu.Unlock()
 	if b.schemaReady {
 		return nil
 	}
-	exists, err := b.tableExists(ctx)
+	exists, err := b.tablesExist(ctx)
 	if err != nil {
 		return err
 	}
 	if !exists {
-		if _, err := b.exec(ctx, "creating the lock table "+b.table, b.dialect.ddl); err != nil {
-			// Another session may have created it meanwhile.
-			if again, err2 := b.tableExists(ctx); err2 != nil || !again {
-				return fmt.Errorf("%w (the user needs the CREATE privilege once, or a DBA creates the table beforehand)", err)
+		for _, stmt := range b.dialect.ddl {
+			if _, err := b.exec(ctx, "creating the lock table "+b.table+" and its sessions table "+sessionTable(b.table), stmt); err != nil {
+				// Another session may have created them meanwhile.
+				if again, err2 := b.tablesExist(ctx); err2 != nil || !again {
+					return fmt.Errorf("%w (the user needs the CREATE privilege once, or a DBA creates the tables beforehand)", err)
+				}
+				break
 			}
 		}
 	}
@@ -353,12 +391,18 @@ func (b *Backend) ensureTable(ctx context.Context) error {
 	return nil
 }
 
-func (b *Backend) tableExists(ctx context.Context) (bool, error) {
-	var exists bool
-	if err := b.queryRow(ctx, b.dialect.tableExists, b.table).Scan(&exists); err != nil {
-		return false, b.wrap("looking for the lock table "+b.table, err)
+// tablesExist tells whether both the lock table and the sessions table exist.
+func (b *Backend) tablesExist(ctx context.Context) (bool, error) {
+	for _, table := range []string{b.table, sessionTable(b.table)} {
+		var exists bool
+		if err := b.queryRow(ctx, b.dialect.tableExists, table).Scan(&exists); err != nil {
+			return false, b.wrap("looking for the table "+table, err)
+		}
+		if !exists {
+			return false, nil
+		}
 	}
-	return exists, nil
+	return true, nil
 }
 
 // exec sends one statement, again if the database aborted it for a deadlock.
@@ -482,10 +526,17 @@ func (b *Backend) tryAcquire(ctx context.Context, key, identity string, ttl time
 	return backends.Lease{}, &backends.LockedError{Key: key}
 }
 
-// Renew extends every lease whose identity still holds its key with the same grant (any grant
-// when Version is empty), by the database's clock. A lease whose key is free, expired or held by
-// another identity or hold comes back in lost, and its row is left alone: a lost lock is never
-// revived. One statement on PostgreSQL whatever the number of leases; two per 500 leases on MySQL.
+// Renew renews this session, and with it every lock the session keeps alive, listed or not (see
+// Session semantics in the package doc); then it reads the listed leases back. A lease comes back
+// renewed if its row still names its identity and grant (any grant when Version is empty), is
+// kept alive by this session with this TTL, and had not expired when the session was renewed.
+// A live lease of the identity kept alive by another session (a restarted controller's), or with
+// another TTL, is moved into this session with the new TTL, one statement per lease, once. A lease
+// whose key is free, expired or held by another identity or hold comes back in lost, and its row
+// is not revived.
+//
+// Two statements whatever the number of leases (a MySQL read names at most a MiB of keys), and
+// one row written: the session's.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, nil, err
@@ -506,21 +557,88 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		return nil, nil, err
 	}
 	defer cancel()
-	ttlUs := max(ttl.Microseconds(), 1)
-	rows, err := b.dialect.renew(ctx, b, ask, ttlUs)
+	if err := b.renewSession(ctx, b.session); err != nil {
+		return nil, nil, err
+	}
+	rows, err := b.dialect.readKeys(ctx, b, distinctKeys(ask))
 	if err != nil {
 		return nil, nil, err
 	}
+	ttlUs := max(ttl.Microseconds(), 1)
 	for _, l := range ask {
 		r, ok := rows[l.Key]
-		if ok && r.live && r.holder == l.Identity && grantMatches(l.Version, r.grant) {
-			l.TTL, l.AcquireTime, l.ExpireTime, l.Version = ttl, r.acquired, r.expires, strconv.FormatInt(r.grant, 10)
-			renewed = append(renewed, l)
-		} else {
+		if !ok || !r.live || r.holder != l.Identity || !grantMatches(l.Version, r.grant) {
 			lost = append(lost, l)
+			continue
 		}
+		if r.session != b.session || r.ttl != time.Duration(ttlUs)*time.Microsecond {
+			if r, ok, err = b.adopt(ctx, l, ttlUs); err != nil {
+				return nil, nil, err
+			}
+			if !ok {
+				lost = append(lost, l)
+				continue
+			}
+		}
+		l.TTL, l.AcquireTime, l.ExpireTime, l.Version = ttl, r.acquired, r.expires, strconv.FormatInt(r.grant, 10)
+		renewed = append(renewed, l)
 	}
 	return renewed, lost, nil
+}
+
+// renewSession renews a session's row: one statement, and on MySQL, when some lock of the session
+// has expired, a DELETE of the expired locks before the renewal is sent again.
+func (b *Backend) renewSession(ctx context.Context, session string) error {
+	for range 3 {
+		res, err := b.exec(ctx, "renewing the session", b.dialect.bump, b.dialect.bumpArgs(session)...)
+		if err != nil {
+			return err
+		}
+		if b.dialect.cleanup == "" {
+			return nil
+		}
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			return nil
+		}
+		if _, err := b.exec(ctx, "deleting the session's expired locks", b.dialect.cleanup, session); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("sql backend (%s): the session's locks kept expiring while it was renewed", b.target)
+}
+
+// adopt moves a live lease of its identity into this session, with the TTL given; ok is false
+// when the row no longer holds the lease.
+func (b *Backend) adopt(ctx context.Context, l backends.Lease, ttlUs int64) (row, bool, error) {
+	op := "moving " + strconv.Quote(l.Key) + " into this session"
+	grant := grantOf(l.Version)
+	var (
+		r   row
+		err error
+	)
+	if b.dialect.adoptReturns {
+		r, err = scanRow(b.queryRow(ctx, b.dialect.adopt, b.session, ttlUs, l.Key, l.Identity, grant), false)
+		if errors.Is(err, dbsql.ErrNoRows) {
+			return row{}, false, nil
+		}
+		if err != nil {
+			return row{}, false, b.wrap(op, err)
+		}
+	} else {
+		res, err := b.exec(ctx, op, b.dialect.adopt, b.session, ttlUs, l.Key, l.Identity, grant, grant)
+		if err != nil {
+			return row{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return row{}, false, nil
+		}
+		var found bool
+		if r, found, err = b.readRow(ctx, op, l.Key); err != nil || !found {
+			return row{}, false, err
+		}
+	}
+	held := r.live && r.holder == l.Identity && grantMatches(l.Version, r.grant) && r.session == b.session
+	return r, held, nil
 }
 
 // grantOf is the grant id a lease's Version names; 0 (any hold of the identity) when it names
@@ -599,11 +717,12 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	return r.lease(key), nil
 }
 
-// Ping checks that the database answers, that the session's user can log in, that the lock table
-// exists (creating it if it is missing), and that the user may write it: it takes, re-takes and
-// releases a probe row (PingKeyPrefix and the session id), which needs SELECT, INSERT, UPDATE and
-// DELETE, as locking does. Errors name the database and say what failed; they never contain the
-// DSN or the password.
+// Ping checks that the database answers, that the session's user can log in, that the tables
+// exist (creating them if one is missing), and that the user may write them: it takes, re-takes
+// and releases a probe row (PingKeyPrefix and the session id), and renews twice and deletes a
+// probe session of the same name, which needs SELECT, INSERT, UPDATE and DELETE on both tables,
+// as locking does. It does not renew this session. Errors name the database and say what
+// failed; they never contain the DSN or the password.
 func (b *Backend) Ping(ctx context.Context) error {
 	ctx, cancel, err := b.begin(ctx)
 	if err != nil {
@@ -618,11 +737,20 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if err := b.release(ctx, b.pingKey, b.pingKey); err != nil {
 		return fmt.Errorf("deleting the probe row %q: %w", b.pingKey, err)
 	}
+	for range 2 { // the second renewal updates the row
+		if err := b.renewSession(ctx, b.pingKey); err != nil {
+			return fmt.Errorf("writing the probe session %q: %w", b.pingKey, err)
+		}
+	}
+	if _, err := b.exec(ctx, "deleting the probe session "+strconv.Quote(b.pingKey), b.dialect.deleteSession, b.pingKey); err != nil {
+		return fmt.Errorf("deleting the probe session %q: %w", b.pingKey, err)
+	}
 	return nil
 }
 
-// Close ends the session and closes its connections. Its locks stay until their TTL runs out,
-// unless another session resumes or releases them. Calls after Close fail.
+// Close ends the session and closes its connections. It leaves the session row, so that its
+// locks stay until their TTL runs out from the session's last renewal (or their own later
+// expiry), unless another session resumes or releases them. Calls after Close fail.
 func (b *Backend) Close(context.Context) error {
 	if b.closed.Swap(true) {
 		return nil

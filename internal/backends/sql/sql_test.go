@@ -59,14 +59,16 @@ func dbNow(srv *sqltest.Server) string {
 }
 
 // expireRow makes key's row expire one second ago by the database's clock, as if its TTL had run
-// out, without touching anything else.
+// out and its session had stopped renewing it (the row names a session that never renewed),
+// without touching anything else.
 func expireRow(t *testing.T, db *sql.DB, srv *sqltest.Server, key string) {
 	t.Helper()
 	shift := "now() - interval '1 second'"
 	if srv.Driver != sqlbackend.DriverPostgres {
 		shift = "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
 	}
-	res, err := db.ExecContext(t.Context(), q(srv, "UPDATE "+sqlbackend.DefaultTable+" SET expires_at = "+shift+" WHERE lock_key = ?"), key)
+	res, err := db.ExecContext(t.Context(), q(srv, "UPDATE "+sqlbackend.DefaultTable+" SET expires_at = "+shift+
+		", session_id = 'lapsed-session' WHERE lock_key = ?"), key)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	n, _ := res.RowsAffected()
 	NewWithT(t).Expect(n).To(BeEquivalentTo(1), "the row of %q exists", key)
@@ -136,8 +138,8 @@ func TestTableAndRows(t *testing.T) {
 	})
 }
 
-// Renewal costs one statement on PostgreSQL and two per 500 leases on MySQL, whatever the number
-// of leases, and extends every lease in the database.
+// Renewal costs two statements (the session's renewal and one read) whatever the number of
+// leases, writes one row (the session's) however many locks it renews, and extends every lease.
 func TestRenewStatements(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
 		g := NewWithT(t)
@@ -146,45 +148,215 @@ func TestRenewStatements(t *testing.T) {
 		b := newBackend(t, srv)
 		leases := make([]backends.Lease, 600)
 		for i := range leases {
-			l, err := b.TryAcquire(ctx, fmt.Sprintf("renew-cost/k%03d", i), fmt.Sprintf("id%03d", i), 30*time.Second)
+			l, err := b.TryAcquire(ctx, fmt.Sprintf("renew-cost/k%03d", i), fmt.Sprintf("id%03d", i), holdTTL)
 			g.Expect(err).NotTo(HaveOccurred())
 			leases[i] = l
 		}
-		want := map[int]int64{1: 1, 50: 1, 600: 1}
-		if srv.Driver == sqlbackend.DriverMySQL {
-			want = map[int]int64{1: 2, 50: 2, 600: 4} // an UPDATE and a SELECT per 500 leases
-		}
+		time.Sleep(10 * time.Millisecond)
+		_, _, err := b.Renew(ctx, leases[:1], holdTTL) // the session row exists: each renewal below updates it
+		g.Expect(err).NotTo(HaveOccurred())
+		// The session's row, once: MariaDB's handler counts an upsert's update as a write (the
+		// insert it tried) and an update.
+		wantWrites := map[string]int64{sqlbackend.DriverPostgres: 1, sqlbackend.DriverMySQL: 2}[srv.Driver]
 		for _, n := range []int{1, 50, 600} {
-			updatesBefore := comUpdate(t, db, srv)
+			w := startWriteCount(t, db, srv)
 			before := b.Statements()
 			renewed, lost, err := b.Renew(ctx, leases[:n], holdTTL)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(lost).To(BeEmpty())
 			g.Expect(renewed).To(HaveLen(n))
-			g.Expect(b.Statements()-before).To(Equal(want[n]), "statements to renew %d leases", n)
-			if srv.Driver == sqlbackend.DriverMySQL {
-				// The server agrees: it ran one UPDATE per 500 leases.
-				g.Expect(comUpdate(t, db, srv)-updatesBefore).To(Equal((want[n])/2), "UPDATE statements the server ran for %d leases", n)
+			statements, writes := b.Statements()-before, w.rowsWritten()
+			t.Logf("Renewing %d leases: %d statements, %d rows written", n, statements, writes)
+			g.Expect(statements).To(BeEquivalentTo(2), "statements to renew %d leases", n)
+			g.Expect(writes).To(Equal(wantWrites), "rows written to renew %d leases", n)
+			for _, i := range []int{0, n - 1} {
+				g.Expect(renewed[i].ExpireTime).To(BeTemporally(">", leases[i].ExpireTime), "lease %d was extended", i)
+				got, err := b.Inspect(ctx, leases[i].Key)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got.ExpireTime).To(BeTemporally("==", renewed[i].ExpireTime), "the database agrees on lease %d", i)
 			}
 		}
-		for _, i := range []int{0, 49, 599} {
-			r, _ := readRaw(t, db, srv, leases[i].Key)
-			g.Expect(r.Expires).To(BeTemporally(">", leases[i].ExpireTime.Add(20*time.Second)), "lease %d was extended to the minute", i)
-		}
+		// The session renewed the locks it was not asked about too.
+		got, err := b.Inspect(ctx, leases[599].Key)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.ExpireTime).To(BeTemporally(">", leases[599].ExpireTime))
 	})
 }
 
-// comUpdate is MariaDB's count of UPDATE statements run, by every session; 0 on PostgreSQL.
-func comUpdate(t *testing.T, db *sql.DB, srv *sqltest.Server) int64 {
+// writeCount counts the rows the server writes from its start to rowsWritten.
+type writeCount struct {
+	t   *testing.T
+	db  *sql.DB
+	srv *sqltest.Server
+	// xid: PostgreSQL's next transaction id at the start; rows written later carry a later xmin.
+	xid int64
+	// handler: MariaDB's rows written, updated and deleted by table handlers at the start.
+	handler int64
+}
+
+func startWriteCount(t *testing.T, db *sql.DB, srv *sqltest.Server) *writeCount {
 	t.Helper()
-	if srv.Driver != sqlbackend.DriverMySQL {
-		return 0
+	w := &writeCount{t: t, db: db, srv: srv}
+	if srv.Driver == sqlbackend.DriverPostgres {
+		NewWithT(t).Expect(db.QueryRowContext(t.Context(), "SELECT txid_current()").Scan(&w.xid)).To(Succeed())
+	} else {
+		w.handler = w.handlerRows()
 	}
-	var name string
+	return w
+}
+
+// rowsWritten is, on PostgreSQL, the number of row versions in both tables written by
+// transactions after the start (inserts and updates; nothing is deleted in these tests); on
+// MariaDB, the change of the rows that table handlers wrote, updated and deleted, for every
+// table and session (the reads of the test write nothing).
+func (w *writeCount) rowsWritten() int64 {
+	w.t.Helper()
 	var n int64
-	err := db.QueryRowContext(t.Context(), "SHOW GLOBAL STATUS LIKE 'Com_update'").Scan(&name, &n)
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	return n
+	if w.srv.Driver == sqlbackend.DriverPostgres {
+		// xmin is a 32-bit transaction id; txid_current() adds an epoch that is 0 on a new server.
+		err := w.db.QueryRowContext(w.t.Context(), "SELECT (SELECT count(*) FROM "+sqlbackend.DefaultTable+" WHERE xmin::text::bigint > $1)"+
+			" + (SELECT count(*) FROM "+sqlbackend.DefaultTable+"_sessions WHERE xmin::text::bigint > $1)", w.xid).Scan(&n)
+		NewWithT(w.t).Expect(err).NotTo(HaveOccurred())
+		return n
+	}
+	return w.handlerRows() - w.handler
+}
+
+func (w *writeCount) handlerRows() int64 {
+	w.t.Helper()
+	rows, err := w.db.QueryContext(w.t.Context(), "SHOW GLOBAL STATUS WHERE Variable_name IN ('Handler_write', 'Handler_update', 'Handler_delete')")
+	NewWithT(w.t).Expect(err).NotTo(HaveOccurred())
+	defer rows.Close()
+	var sum int64
+	for rows.Next() {
+		var name string
+		var v int64
+		NewWithT(w.t).Expect(rows.Scan(&name, &v)).To(Succeed())
+		sum += v
+	}
+	NewWithT(w.t).Expect(rows.Err()).NotTo(HaveOccurred())
+	return sum
+}
+
+// Renewing the session renews every lock it keeps alive, listed or not, as the kubernetes
+// backend's session Lease does; a released lock is gone, not kept alive.
+func TestSessionKeepsUnlistedLocks(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		b := newBackend(t, srv)
+		other := newBackend(t, srv)
+		listed, err := b.TryAcquire(ctx, "session/listed", "pod-a", time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		unlisted, err := b.TryAcquire(ctx, "session/unlisted", "pod-b", time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		released, err := b.TryAcquire(ctx, "session/released", "pod-c", time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.Release(ctx, released)).To(Succeed())
+		for range 6 { // 3 s, three times the TTL
+			time.Sleep(500 * time.Millisecond)
+			renewed, lost, err := b.Renew(ctx, []backends.Lease{listed}, time.Second)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(lost).To(BeEmpty())
+			g.Expect(renewed).To(HaveLen(1))
+		}
+		got, err := other.Inspect(ctx, unlisted.Key)
+		g.Expect(err).NotTo(HaveOccurred(), "the session kept the unlisted lock")
+		g.Expect(got.Version).To(Equal(unlisted.Version))
+		g.Expect(got.ExpireTime).To(BeTemporally(">", unlisted.ExpireTime.Add(2*time.Second)))
+		_, err = other.TryAcquire(ctx, unlisted.Key, "pod-rival", holdTTL)
+		g.Expect(err).To(MatchError(backends.ErrLocked))
+		_, err = other.Inspect(ctx, released.Key)
+		g.Expect(err).To(MatchError(backends.ErrNotHeld), "a released lock is not kept alive")
+		_, err = other.TryAcquire(ctx, released.Key, "pod-rival", holdTTL)
+		g.Expect(err).NotTo(HaveOccurred())
+
+		// The session stops renewing: its locks expire by TTL after its last renewal.
+		g.Expect(b.Close(ctx)).To(Succeed())
+		time.Sleep(1500 * time.Millisecond)
+		_, err = other.TryAcquire(ctx, unlisted.Key, "pod-rival", holdTTL)
+		g.Expect(err).NotTo(HaveOccurred())
+	})
+}
+
+// A lock that expired before its session was renewed again stays lost, listed or not: the
+// renewal deletes it rather than revive it.
+func TestSessionRenewalRevivesNothing(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		db := srv.DB()
+		b := newBackend(t, srv)
+		short, err := b.TryAcquire(ctx, "revive/short", "pod-a", time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		unlisted, err := b.TryAcquire(ctx, "revive/unlisted", "pod-b", time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		long, err := b.TryAcquire(ctx, "revive/long", "pod-c", holdTTL)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _, err = b.Renew(ctx, []backends.Lease{long}, holdTTL) // the session row exists
+		g.Expect(err).NotTo(HaveOccurred())
+		time.Sleep(1500 * time.Millisecond) // the short locks expire: the session was renewed too long ago
+
+		renewed, lost, err := b.Renew(ctx, []backends.Lease{short, long}, holdTTL)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lost).To(ConsistOf(short))
+		g.Expect(renewed).To(HaveLen(1))
+		g.Expect(renewed[0].Key).To(Equal(long.Key))
+		for _, l := range []backends.Lease{short, unlisted} {
+			_, err := b.Inspect(ctx, l.Key)
+			g.Expect(err).To(MatchError(backends.ErrNotHeld), "%s was not revived", l.Key)
+			_, found := readRaw(t, db, srv, l.Key)
+			g.Expect(found).To(BeFalse(), "the renewal deleted the expired row of %s", l.Key)
+		}
+		_, lost, err = b.Renew(ctx, []backends.Lease{unlisted}, holdTTL)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lost).To(HaveLen(1))
+	})
+}
+
+// A lock about to expire is renewed by its session while another session tries to take it, round
+// after round: never do both succeed.
+func TestRaceRenewalAgainstTakeover(t *testing.T) {
+	const rounds = 30
+	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		holder := newBackend(t, srv, sqlbackend.WithCallTimeout(5*time.Second))
+		rival := newBackend(t, srv, sqlbackend.WithCallTimeout(5*time.Second))
+		outcomes := map[string]int{}
+		for round := range rounds {
+			key := fmt.Sprintf("renew-race/k%d", round)
+			ttl := 100 * time.Millisecond
+			l, err := holder.TryAcquire(ctx, key, "holder", ttl)
+			g.Expect(err).NotTo(HaveOccurred())
+			_, _, err = holder.Renew(ctx, []backends.Lease{l}, ttl) // kept alive by the session from now on
+			g.Expect(err).NotTo(HaveOccurred())
+			time.Sleep(ttl - time.Duration(round%10)*time.Millisecond)
+			var (
+				renewed []backends.Lease
+				taken   error
+				wg      sync.WaitGroup
+			)
+			start := make(chan struct{})
+			wg.Go(func() {
+				<-start
+				renewed, _, err = holder.Renew(ctx, []backends.Lease{l}, ttl)
+			})
+			wg.Go(func() {
+				<-start
+				_, taken = rival.TryAcquire(ctx, key, "rival", holdTTL)
+			})
+			close(start)
+			wg.Wait()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(len(renewed) == 1 && taken == nil).To(BeFalse(), "round %d: the lock was renewed and taken", round)
+			if taken != nil {
+				g.Expect(taken).To(MatchError(backends.ErrLocked))
+			}
+			outcomes[fmt.Sprintf("renewed=%t taken=%t", len(renewed) == 1, taken == nil)]++
+		}
+		t.Logf("Outcomes: %v", outcomes)
+	})
 }
 
 // Many sessions race for many expired rows at once, round after round: for every row exactly one
