@@ -38,17 +38,7 @@ func Factory(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets re
 
 // NewFactory returns a Factory whose sessions get opts (e.g. WithCallTimeout).
 func NewFactory(opts ...Option) registry.Factory {
-	return func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
-		cfg, err := ConfigFromSpec(ctx, spec, secrets)
-		if err != nil {
-			return nil, err
-		}
-		b, err := New(cfg, opts...)
-		if err != nil {
-			return nil, err // not a typed nil in the interface
-		}
-		return b, nil
-	}
+	return registry.FactoryOf(ConfigFromSpec, func(cfg Config) (*Backend, error) { return New(cfg, opts...) })
 }
 
 // ConfigFromSpec reads the sql member of spec, and the DSN from the Secret it names, into a
