@@ -44,10 +44,11 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet, including the build-tagged e2e suite and benchmark.
+vet: ## Run go vet, including the build-tagged e2e suite, benchmark and reliability harness.
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
 	go vet -tags bench ./test/bench/...
+	go vet -tags reliability ./test/reliability/...
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed (generated files, gofmt, go.mod).
@@ -58,7 +59,7 @@ helm-lint: ## Lint the Helm chart (strict) with the helm built into the cache.
 	"$$(hack/k8s-binaries.sh helm-bin)" lint --strict charts/lockwarden
 
 .PHONY: test
-test: verify vet helm-lint test-unit test-e2e ## Run every suite: verification, unit and envtest suites, e2e on the local cluster.
+test: verify vet helm-lint test-unit test-e2e test-reliability-smoke ## Run every suite: verification, unit and envtest suites, e2e on the local cluster, the reliability smoke set.
 
 .PHONY: test-unit
 test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).
@@ -71,6 +72,14 @@ test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster 
 .PHONY: bench
 bench: ## Benchmark grant and handoff latency and hot-lock throughput on a local cluster (prints figures).
 	hack/bench.sh $(BENCH_ARGS)
+
+.PHONY: test-reliability-smoke
+test-reliability-smoke: ## The reliability harness's short smoke set (faults, fenced resource, checkers; a few minutes).
+	hack/test-reliability.sh smoke
+
+.PHONY: test-reliability
+test-reliability: ## The reliability harness's full matrix; writes the results table into docs/reliability.md.
+	hack/test-reliability.sh full
 
 ##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)
 

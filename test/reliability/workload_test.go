@@ -1,0 +1,280 @@
+//go:build reliability
+
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// recorder watches every LockClaim of a scenario's namespace on the real API server (directly,
+// never through a fault proxy) and records when each claim was first seen Held and first seen no
+// longer held. The watch is ordered by the API server, so the order it shows really happened.
+type recorder struct {
+	mu     sync.Mutex
+	grants map[string]*claimRec // by claim name
+	errs   []string
+}
+
+type claimRec struct {
+	g        Grant
+	acquired chan struct{} // closed when first seen Held
+	ended    chan struct{} // closed when first seen not held after Held, or final, or deleted
+}
+
+func newRecorder() *recorder { return &recorder{grants: map[string]*claimRec{}} }
+
+// expect registers a claim before it is created, so that no event about it is missed.
+func (r *recorder) expect(lock, claim string) *claimRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := &claimRec{g: Grant{Lock: lock, Claim: claim}, acquired: make(chan struct{}), ended: make(chan struct{})}
+	r.grants[claim] = rec
+	return rec
+}
+
+func (r *recorder) update(claim string, f func(g *Grant)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec, ok := r.grants[claim]; ok {
+		f(&rec.g)
+	}
+}
+
+func (r *recorder) run(ctx context.Context, c client.WithWatch, ns string) {
+	var list locksv1alpha1.LockClaimList
+	for ctx.Err() == nil {
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rv := list.ResourceVersion
+	for ctx.Err() == nil {
+		w, err := c.Watch(ctx, &locksv1alpha1.LockClaimList{}, &client.ListOptions{Namespace: ns,
+			Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				// A watch that ends is resumed from the last resourceVersion seen, which loses
+				// nothing; only a history the server no longer has (410 Gone) leaves a gap that
+				// the checkers cannot see through. An error while the run is being torn down
+				// (context canceled) is neither.
+				if ctx.Err() != nil {
+					break
+				}
+				if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
+					r.mu.Lock()
+					r.errs = append(r.errs, fmt.Sprintf("claim history has a gap: the watch from resourceVersion %s expired: %s", rv, status.Message))
+					r.mu.Unlock()
+					w.Stop()
+					return // the run fails on the gap; resuming cannot fill it
+				}
+				break
+			}
+			cl, ok := ev.Object.(*locksv1alpha1.LockClaim)
+			if !ok {
+				continue
+			}
+			rv = cl.ResourceVersion
+			if ev.Type != watch.Bookmark {
+				r.observe(ev.Type, cl, time.Now())
+			}
+		}
+		w.Stop()
+	}
+}
+
+func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.grants[cl.Name]
+	if !ok {
+		return
+	}
+	g := &rec.g
+	held := t != watch.Deleted && cl.Status.Phase == locksv1alpha1.ClaimHeld
+	if held && g.Acquired.IsZero() {
+		g.Acquired, g.Token = now, cl.Status.FencingToken
+		close(rec.acquired)
+		return
+	}
+	final := t == watch.Deleted || (cl.Status.Phase != "" && cl.Status.Phase != locksv1alpha1.ClaimPending && cl.Status.Phase != locksv1alpha1.ClaimHeld)
+	if held && cl.Status.FencingToken != g.Token {
+		r.errs = append(r.errs, fmt.Sprintf("claim %s changed token while Held: %d then %d", cl.Name, g.Token, cl.Status.FencingToken))
+	}
+	if final && g.Released.IsZero() {
+		g.Released = now
+		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && t != watch.Deleted
+		close(rec.ended)
+	}
+}
+
+// results returns a copy of every grant recorded, marking claims never seen Held nor final as
+// Pending.
+func (r *recorder) results() []Grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Grant, 0, len(r.grants))
+	for _, rec := range r.grants {
+		g := rec.g
+		g.Pending = g.Acquired.IsZero() && g.Released.IsZero()
+		out = append(out, g)
+	}
+	return out
+}
+
+// resource is the fenced register of one lock and its unfenced shadow.
+type resource struct {
+	fenced FencedRegister
+	shadow Shadow
+}
+
+// claimant stands for a pod: it creates a Pod object and a LockClaim for it, waits for the lock,
+// writes k times across a critical section, then ends in one of the EndKinds. It loops until the
+// workload ends.
+type claimant struct {
+	c        client.Client
+	rec      *recorder
+	ns, lock string
+	id       int
+	res      *resource
+	rng      *rand.Rand
+	ttl      time.Duration
+	writes   int
+	// stopNew ends the workload: no new claim after it; drain bounds every wait.
+	stopNew, drain <-chan struct{}
+	// silentDeathDetection is how long after a silent death the pod is marked Failed.
+	silentDeathDetection time.Duration
+	errs                 func(format string, args ...any)
+}
+
+func (cl *claimant) run(ctx context.Context) {
+	for n := 0; ; n++ {
+		select {
+		case <-cl.stopNew:
+			return
+		default:
+		}
+		cl.once(ctx, fmt.Sprintf("%s-c%d-%d", cl.lock, cl.id, n))
+	}
+}
+
+func (cl *claimant) once(ctx context.Context, name string) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	if err := cl.c.Create(ctx, pod); err != nil {
+		cl.errs("creating pod %s: %v", name, err)
+		return
+	}
+	pod.Status.Phase = corev1.PodRunning
+	if err := cl.c.Status().Update(ctx, pod); err != nil {
+		cl.errs("marking pod %s Running: %v", name, err)
+	}
+	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}}}
+	cl.rec.update(name, func(g *Grant) { g.Created = time.Now() })
+	if err := cl.c.Create(ctx, claim); err != nil {
+		cl.errs("creating claim %s: %v", name, err)
+		return
+	}
+
+	select {
+	case <-rec.acquired:
+	case <-rec.ended: // final without ever being Held (e.g. Failed)
+		cl.cleanup(ctx, claim, pod)
+		return
+	case <-cl.drain: // left waiting: reported stuck if still Pending
+		return
+	}
+	token := cl.tokenOf(name)
+
+	// The critical section: 0..2×TTL, some deliberately outliving the lease. A claimant never
+	// learns it lost the lock: it keeps writing, and the fenced register must reject it.
+	section := time.Duration(cl.rng.Int64N(int64(2 * cl.ttl)))
+	select {
+	case <-cl.stopNew:
+		section = 0 // draining: hand the lock on quickly
+	default:
+	}
+	for i := range cl.writes {
+		if i > 0 {
+			time.Sleep(section / time.Duration(cl.writes-1))
+		}
+		cl.res.fenced.Write(name, token)
+		cl.res.shadow.Write(name, token)
+	}
+
+	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath}[cl.rng.IntN(5)]
+	switch end {
+	case EndRelease:
+		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
+		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+			cl.errs("deleting claim %s: %v", name, err)
+		}
+	case EndPodDelete:
+		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
+		if err := cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			cl.errs("deleting pod %s: %v", name, err)
+		}
+	case EndSilentDeath:
+		// The process died without a word; the kubelet notices later and marks the pod Failed.
+		time.Sleep(cl.silentDeathDetection)
+		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
+		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
+			pod.Status.Phase = corev1.PodFailed
+			if err := cl.c.Status().Update(ctx, pod); err != nil {
+				cl.errs("marking pod %s Failed: %v", name, err)
+			}
+		}
+	}
+	select {
+	case <-rec.ended:
+	case <-cl.drain:
+	}
+	cl.cleanup(ctx, claim, pod)
+}
+
+func (cl *claimant) tokenOf(name string) int64 {
+	cl.rec.mu.Lock()
+	defer cl.rec.mu.Unlock()
+	return cl.rec.grants[name].g.Token
+}
+
+// cleanup deletes what is left of one claimant run; the claim's finalizer needs the manager.
+func (cl *claimant) cleanup(ctx context.Context, claim *locksv1alpha1.LockClaim, pod *corev1.Pod) {
+	_ = client.IgnoreNotFound(cl.c.Delete(ctx, claim))
+	_ = client.IgnoreNotFound(cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)))
+}
