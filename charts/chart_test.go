@@ -168,6 +168,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"port out of range", []string{"metrics.port=70000"}, "at '/metrics/port': maximum: got 70,000, want 65,535"},
 		{"bad anti-affinity", []string{"podAntiAffinity=always"}, "at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'"},
 		{"bad scrape interval", []string{"metrics.serviceMonitor.interval=often"}, "at '/metrics/serviceMonitor/interval'"},
+		{"leader election lease without a unit", []string{"leaderElection.leaseDuration=15"}, "at '/leaderElection/leaseDuration'"},
 		{"bad secret namespace", []string{"secretNamespace=Not_A_Namespace"}, "at '/secretNamespace'"},
 		{"extra arg that is not a flag", []string{"controller.extraArgs[0]=verbose"}, "at '/controller/extraArgs/0'"},
 		{"lock backend without a type", []string{"lockBackends[0].name=redis", "lockBackends[0].spec.redis.address=r:6379"}, "missing property 'type'"},

@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"context"
 
@@ -61,6 +62,9 @@ type options struct {
 	leaderElect      bool
 	leaderElectionID string
 	leaderElectionNS string
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
 	secretNamespace  string
 	sessionName      string
 	qps              float64
@@ -70,7 +74,11 @@ type options struct {
 }
 
 func main() {
-	opts := parseFlags(os.Args[1:])
+	opts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(2)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	if err := run(opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Manager stopped")
@@ -78,7 +86,7 @@ func main() {
 	}
 }
 
-func parseFlags(args []string) options {
+func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ExitOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080",
@@ -95,6 +103,12 @@ func parseFlags(args []string) options {
 		"Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; defaults to --secret-namespace.")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits after the leader's last renewal before it takes over. Keep it below every lock's leaseDurationSeconds, so that a failover loses no held lock.")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew its Lease before it steps down (and the process exits).")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often candidates try to acquire or renew the leader Lease.")
 	fs.StringVar(&o.secretNamespace, "secret-namespace", defaultNamespace(),
 		"The only namespace in which the controller reads Secrets named by LockBackends; defaults to its own namespace.")
 	fs.StringVar(&o.sessionName, "session-name", "lockwarden-session",
@@ -109,7 +123,17 @@ func parseFlags(args []string) options {
 	if o.leaderElectionNS == "" {
 		o.leaderElectionNS = o.secretNamespace
 	}
-	return o
+	// client-go's leader election refuses other orders, with a less helpful message and only
+	// once the manager starts.
+	switch {
+	case o.retryPeriod <= 0:
+		return o, fmt.Errorf("--leader-election-retry-period must be positive, got %s", o.retryPeriod)
+	case o.renewDeadline <= o.retryPeriod*6/5:
+		return o, fmt.Errorf("--leader-election-renew-deadline (%s) must be longer than 1.2 × --leader-election-retry-period (%s)", o.renewDeadline, o.retryPeriod)
+	case o.leaseDuration <= o.renewDeadline:
+		return o, fmt.Errorf("--leader-election-lease-duration (%s) must be longer than --leader-election-renew-deadline (%s)", o.leaseDuration, o.renewDeadline)
+	}
+	return o, nil
 }
 
 // defaultNamespace is the controller's own namespace: POD_NAMESPACE from the downward API,
@@ -157,6 +181,9 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
 		// The process exits right after the manager stops, so giving up the Lease at once lets a
 		// standby replica take over without waiting for it to expire.
 		LeaderElectionReleaseOnCancel: true,

@@ -1,0 +1,50 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLeaderElectionTimings(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatalf("the defaults must be accepted: %v", err)
+	}
+	if o.leaseDuration != 15*time.Second || o.renewDeadline != 10*time.Second || o.retryPeriod != 2*time.Second {
+		t.Errorf("defaults = %s/%s/%s, want client-go's 15s/10s/2s", o.leaseDuration, o.renewDeadline, o.retryPeriod)
+	}
+	if _, err := parseFlags([]string{"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s",
+		"--leader-election-retry-period=500ms"}); err != nil {
+		t.Errorf("short but ordered timings must be accepted: %v", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--leader-election-lease-duration=10s"}, "--leader-election-lease-duration (10s) must be longer than --leader-election-renew-deadline (10s)"},
+		{[]string{"--leader-election-renew-deadline=2s"}, "--leader-election-renew-deadline (2s) must be longer than 1.2 × --leader-election-retry-period (2s)"},
+		{[]string{"--leader-election-retry-period=0s"}, "--leader-election-retry-period must be positive"},
+	} {
+		_, err := parseFlags(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%v) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
