@@ -216,9 +216,13 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return fmt.Errorf("creating API client: %w", err)
 	}
+	clk, err := managerClock()
+	if err != nil {
+		return err
+	}
 	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{
 		Client: direct, Namespace: o.secretNamespace, SessionName: o.sessionName,
-	})
+	}, kubernetesbackend.WithClock(clk))
 	if err != nil {
 		return fmt.Errorf("creating the built-in kubernetes backend: %w", err)
 	}
@@ -231,12 +235,12 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 	}
 	reg := registry.New(builtin,
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.secretNamespace}),
-		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.Factory),
-		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.Factory),
+		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.NewFactory(redisbackend.WithClock(clk))),
+		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.NewFactory(redlockbackend.WithClock(clk))),
+		registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.NewFactory(etcdbackend.WithClock(clk))),
+		registry.WithFactory(locksv1alpha1.BackendZooKeeper, zookeeperbackend.NewFactory(zookeeperbackend.WithClock(clk))),
+		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.NewFactory(sqlbackend.WithClock(clk))),
 		registry.WithWrapper(m.Instrument),
 	)
-	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers})
+	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk})
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -40,6 +41,9 @@ type Options struct {
 	ProbeInterval time.Duration
 	// MaxConcurrentReconciles bounds parallel claim reconciles (default 4).
 	MaxConcurrentReconciles int
+	// Clock is the controller's clock, for the claim reconciler and the Renewer (default: the
+	// real clock; fault tests pass one they can step).
+	Clock clock.Clock
 }
 
 // Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
@@ -60,7 +64,12 @@ func Setup(mgr manager.Manager, o Options) error {
 		Metrics:                 o.Metrics,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 	}
-	claims.Renewer = renewal.New(resolver.ByName, claims.NotifyLost)
+	var renewerOpts []renewal.Option
+	if o.Clock != nil {
+		claims.Clock = o.Clock
+		renewerOpts = append(renewerOpts, renewal.WithClock(o.Clock))
+	}
+	claims.Renewer = renewal.New(resolver.ByName, claims.NotifyLost, renewerOpts...)
 	if err := mgr.Add(claims.Renewer); err != nil {
 		return fmt.Errorf("adding the renewer: %w", err)
 	}
