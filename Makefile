@@ -130,8 +130,10 @@ uninstall: ## Remove the CRDs (and with them every lock object) from the cluster
 	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: ## Deploy the controller with kustomize to the cluster in KUBECONFIG.
-	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" apply --server-side -k config/default
+deploy: ## Deploy the controller with kustomize to the cluster in KUBECONFIG, with the image IMG.
+	"$$(hack/k8s-binaries.sh bin-dir)/kubectl" kustomize config/default \
+	  | sed 's|image: ghcr.io/lockwarden/lockwarden:latest|image: $(IMG)|' \
+	  | "$$(hack/k8s-binaries.sh bin-dir)/kubectl" apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the controller deployed with make deploy.
