@@ -24,6 +24,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -193,6 +194,31 @@ var _ = Describe("The etcd backend on a real etcd", func() {
 			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(endpoint)}}},
 			locksv1alpha1.ReasonBackendUnreachable)
 		Expect(message).To(ContainSubstring(strings.TrimPrefix(endpoint, "http://")))
+	})
+
+	It("grants a key held by a client outside lockwarden as soon as that client's lease ends", func() {
+		member := etcdtest.Start(GinkgoTB())
+		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}})
+		outside, err := clientv3.New(clientv3.Config{Endpoints: []string{member.Endpoint()}, DialTimeout: 5 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(outside.Close)
+		grant, err := outside.Grant(ctx(), 120)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = outside.Put(ctx(), "nightly-batch", "cron-on-vm-7", clientv3.WithLease(grant.ID))
+		Expect(err).NotTo(HaveOccurred())
+
+		ns := newNamespace()
+		newLock(ns, "batch", func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.BackendRef.Name = name
+			l.Spec.Key = "nightly-batch"
+		})
+		newClaim(ns, "c", "batch", "")
+		Eventually(acquired(ns, "c")).Should(Equal("False/Contended"))
+		_, err = outside.Revoke(ctx(), grant.ID) // as when the outside client dies and its lease runs out
+		Expect(err).NotTo(HaveOccurred())
+		// Without the watch the claim would look again only when the lease was due (120 s).
+		Eventually(phaseOf(ns, "c")).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(held))
 	})
 })
 

@@ -428,6 +428,45 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	return l, nil
 }
 
+var _ backends.FreeWatcher = (*Backend)(nil)
+
+// WatchFree watches key from its current revision on and calls notify once, when the key is
+// deleted (released, its lease expired or was revoked, removed by hand), when the watch ends
+// without that (the session closed, the member lost its leader, the revision was compacted), or
+// at once when the key does not exist. The watch outlives ctx, which bounds only the first read.
+func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) error {
+	if key == "" {
+		return errors.New("etcd backend: the key must not be empty")
+	}
+	c, err := b.conn()
+	if err != nil {
+		return err
+	}
+	getCtx, cancel := context.WithTimeout(ctx, b.callTimeout)
+	b.requests.Add(1)
+	resp, err := c.Get(getCtx, key, clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return b.wrap("watching "+strconv.Quote(key), err)
+	}
+	if len(resp.Kvs) == 0 {
+		go notify()
+		return nil
+	}
+	watchCtx, stop := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	events := c.Watch(watchCtx, key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+	go func() {
+		defer stop()
+		for wr := range events {
+			if len(wr.Events) > 0 || wr.Canceled || wr.Err() != nil {
+				break
+			}
+		}
+		notify()
+	}()
+	return nil
+}
+
 // parseHold reads a hold record's value.
 func parseHold(v []byte) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, string(v))

@@ -402,3 +402,53 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 }
+
+// WatchFree fires when the holder releases, when an outside client's lease is revoked (as when
+// it expires), and when the watching session closes; not when the holder renews; at once on a
+// free key.
+func TestWatchFree(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	member := etcdtest.Start(t)
+	eps := []string{member.Endpoint()}
+	holder, waiter := newBackend(t, eps), newBackend(t, eps)
+	watch := func(w *etcd.Backend, key string) <-chan struct{} {
+		fired := make(chan struct{})
+		g.Expect(w.WatchFree(ctx, key, func() { close(fired) })).To(Succeed())
+		return fired
+	}
+	g.Eventually(watch(waiter, "never-used")).Within(2 * time.Second).Should(BeClosed())
+
+	l, err := holder.TryAcquire(ctx, "released", "pod-a", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	fired := watch(waiter, "released")
+	_, lost, err := holder.Renew(ctx, []backends.Lease{l}, holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lost).To(BeEmpty())
+	g.Consistently(fired).Within(500*time.Millisecond).ShouldNot(BeClosed(), "a renewal is not a release")
+	g.Expect(holder.Release(ctx, l)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+
+	// An outside client holds the key on a lease of its own, which then expires (revoked here).
+	raw := rawClient(t, eps)
+	grant, err := raw.Grant(ctx, 60)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = raw.Put(ctx, "outside", "cron-on-vm-7", clientv3.WithLease(grant.ID))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = waiter.TryAcquire(ctx, "outside", "pod-b", holdTTL)
+	g.Expect(err).To(MatchError(backends.ErrLocked))
+	fired = watch(waiter, "outside")
+	_, err = raw.Revoke(ctx, grant.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+	_, err = waiter.TryAcquire(ctx, "outside", "pod-b", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// The watching session closes: the watch ends, and says so.
+	_, err = holder.TryAcquire(ctx, "session-ends", "pod-a", holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	closing := newBackend(t, eps)
+	fired = watch(closing, "session-ends")
+	g.Expect(closing.Close(ctx)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+}
