@@ -115,8 +115,8 @@ func (e *LockedError) Error() string {
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // FreeWatcher is implemented by backends that can push the news that a contended key was freed
-// (ZooKeeper watches), so that the next claim in line is granted at once rather than on its next
-// retry. It matters most for locks held by clients outside lockwarden, whose release the
+// (ZooKeeper and etcd watches), so that the next claim in line is granted at once rather than on
+// its next retry. It matters most for locks held by clients outside lockwarden, whose release the
 // controller cannot otherwise see.
 type FreeWatcher interface {
 	// WatchFree arranges for notify to be called once, from another goroutine, when key's lock
