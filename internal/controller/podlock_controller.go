@@ -32,6 +32,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -50,6 +51,9 @@ type PodLockReconciler struct {
 	client.Client
 	// Recorder emits events on the pod, where its owner looks first.
 	Recorder events.EventRecorder
+	// MaxConcurrentReconciles bounds parallel pod reconciles (default 4): lifting a gate is on
+	// the handoff's critical path.
+	MaxConcurrentReconciles int
 }
 
 // Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
@@ -203,9 +207,13 @@ func podAsksForLock(o client.Object) bool {
 
 // SetupWithManager watches annotated or gated pods and the claims they own.
 func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(podAsksForLock))).
 		Owns(&locksv1alpha1.LockClaim{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("podlock").
 		Complete(r)
 }

@@ -79,7 +79,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := (&DistributedLockReconciler{Client: mgr.GetClient(), Backends: resolver}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
 	}
-	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
