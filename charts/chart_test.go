@@ -222,8 +222,8 @@ func TestDefaults(t *testing.T) {
 		"ClusterRoleBinding/lw-lockwarden-manager",
 		"Role/lw-lockwarden-leader-election",
 		"RoleBinding/lw-lockwarden-leader-election",
-		"Role/lw-lockwarden-secret-reader",
-		"RoleBinding/lw-lockwarden-secret-reader",
+		"Role/lw-lockwarden-namespace",
+		"RoleBinding/lw-lockwarden-namespace",
 		"ClusterRole/lw-lockwarden-lock-editor",
 		"ClusterRole/lw-lockwarden-lock-viewer",
 		"Deployment/lw-lockwarden",
@@ -269,11 +269,11 @@ func TestDefaults(t *testing.T) {
 	t.Run("crds.enabled=false leaves the CRDs out", func(t *testing.T) {
 		NewWithT(t).Expect(render(t, "--set", "crds.enabled=false").ofKind("CustomResourceDefinition")).To(BeEmpty())
 	})
-	t.Run("secretNamespace moves the Secret reader Role and the manager's flag", func(t *testing.T) {
+	t.Run("secretNamespace moves the namespace Role and the manager's flag", func(t *testing.T) {
 		g := NewWithT(t)
 		objs := render(t, "--set", "secretNamespace=vault")
 		var r rbacv1.Role
-		objs.get(t, "Role/lw-lockwarden-secret-reader", &r)
+		objs.get(t, "Role/lw-lockwarden-namespace", &r)
 		g.Expect(r.Namespace).To(Equal("vault"))
 		var d appsv1.Deployment
 		objs.get(t, "Deployment/lw-lockwarden", &d)

@@ -53,7 +53,7 @@ const (
 var ruleSources = []struct{ template, file, object string }{
 	{"lockwarden.rules.manager", "role.yaml", "manager-role"},
 	{"lockwarden.rules.leaderElection", "leader_election_role.yaml", "leader-election-role"},
-	{"lockwarden.rules.secretReader", "secret_reader_role.yaml", "secret-reader-role"},
+	{"lockwarden.rules.namespace", "namespace_role.yaml", "namespace-role"},
 	{"lockwarden.rules.lockEditor", "lock_user_roles.yaml", "lock-editor-role"},
 	{"lockwarden.rules.lockViewer", "lock_user_roles.yaml", "lock-viewer-role"},
 }

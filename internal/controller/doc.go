@@ -36,5 +36,6 @@ package controller
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// The built-in kubernetes backend keeps lock state in coordination.k8s.io Leases.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// The built-in kubernetes backend keeps lock state in coordination.k8s.io Leases, in the
+// controller's own namespace only: that rule, with the Secrets one, is in a Role there
+// (config/rbac/namespace_role.yaml), not in this ClusterRole.

@@ -102,7 +102,7 @@ var _ = Describe("The Helm chart, installed for real", Ordered, func() {
 			"clusterrole.rbac.authorization.k8s.io/lockwarden-manager",
 			"clusterrolebinding.rbac.authorization.k8s.io/lockwarden-manager",
 			"role.rbac.authorization.k8s.io/lockwarden-leader-election",
-			"role.rbac.authorization.k8s.io/lockwarden-secret-reader",
+			"role.rbac.authorization.k8s.io/lockwarden-namespace",
 			"clusterrole.rbac.authorization.k8s.io/lockwarden-lock-editor",
 			"deployment.apps/lockwarden",
 			"service/lockwarden-metrics",

@@ -29,18 +29,6 @@
   - create
   - patch
 - apiGroups:
-  - coordination.k8s.io
-  resources:
-  - leases
-  verbs:
-  - create
-  - delete
-  - get
-  - list
-  - patch
-  - update
-  - watch
-- apiGroups:
   - locks.lockwarden.io
   resources:
   - distributedlocks
@@ -97,8 +85,8 @@
   - patch
 {{- end }}
 
-{{/* From config/rbac/secret_reader_role.yaml (secret-reader-role). */}}
-{{- define "lockwarden.rules.secretReader" -}}
+{{/* From config/rbac/namespace_role.yaml (namespace-role). */}}
+{{- define "lockwarden.rules.namespace" -}}
 - apiGroups:
   - ""
   resources:
@@ -107,6 +95,18 @@
   - get
   - list
   - watch
+- apiGroups:
+  - coordination.k8s.io
+  resources:
+  - leases
+  verbs:
+  - get
+  - list
+  - watch
+  - create
+  - update
+  - patch
+  - delete
 {{- end }}
 
 {{/* From config/rbac/lock_user_roles.yaml (lock-editor-role). */}}
