@@ -63,6 +63,35 @@ var _ = Describe("Controller restart", func() {
 		Expect(claimOf(ns, "b")(Default).Status.FencingToken).To(BeNumerically(">", before.Status.FencingToken))
 	})
 
+	It("resumes a hold whose status.expireTime passed during the gap while the backend still holds it", func() {
+		// status.expireTime lags the backend's expiry by up to a third of the lease (it is
+		// refreshed only then), and a leader failover can outlast what it had left: the backend
+		// decides. Here the lag is made certain by moving status.expireTime into the past.
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.LeaseDurationSeconds = 10 })
+		newClaim(ns, "a", "db", "")
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+		newClaim(ns, "b", "db", "")
+		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
+
+		stopManager()
+		a := claimOf(ns, "a")(Default)
+		token := a.Status.FencingToken
+		stale := a.DeepCopy()
+		stale.Status.ExpireTime = &metav1.MicroTime{Time: time.Now().Add(-time.Second)}
+		Expect(k8sClient.Status().Patch(ctx(), stale, client.MergeFrom(a))).To(Succeed())
+		startManager()
+
+		Eventually(func(g Gomega) {
+			now := claimOf(ns, "a")(g)
+			g.Expect(now.Status.Phase).To(Equal(held))
+			g.Expect(now.Status.ExpireTime.Time).To(BeTemporally(">", time.Now()))
+		}).Should(Succeed())
+		Consistently(phaseOf(ns, "a")).WithTimeout(3 * time.Second).Should(Equal(held))
+		Expect(claimOf(ns, "a")(Default).Status.FencingToken).To(Equal(token))
+		Expect(phaseOf(ns, "b")()).To(Equal(pending))
+	})
+
 	It("marks a hold that expired while no controller ran as Lost and grants the next claim", func() {
 		ns := newNamespace()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.LeaseDurationSeconds = 5 })

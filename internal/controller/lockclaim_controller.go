@@ -357,24 +357,31 @@ func (r *LockClaimReconciler) keepHold(ctx context.Context, s *claimScope) (ctrl
 		}
 		return ctrl.Result{}, r.lose(ctx, s, msg)
 	case !tracked:
+		// After a restart or a leader change. The backend, not status.expireTime, says whether
+		// the hold lives: status.expireTime is refreshed only once it comes within a third of
+		// the lease, so it can lag the backend's expiry by that much, and a failover can take
+		// longer than what it had left.
 		expire := c.Status.ExpireTime
-		if expire == nil || !s.now.Before(expire.Time) {
-			return ctrl.Result{}, r.lose(ctx, s, "The lock expired while no controller renewed it")
-		}
 		if s.backend == nil {
+			if expire == nil || !s.now.Before(expire.Time) {
+				return ctrl.Result{}, r.lose(ctx, s, "The lock expired while no controller could renew it (its backend is unusable)")
+			}
 			// Cannot resume now; try again, and give up when the hold expires.
 			return ctrl.Result{RequeueAfter: jitter(min(expire.Sub(s.now), 5*time.Second))}, nil
 		}
-		// Resume only a hold the backend still has for us: re-acquiring a key that was lost and is
-		// free again would hide that the lock was not held all along.
+		// Resume only a hold the backend still has for us, and that no grant has replaced since
+		// (the lock's holder record still carries our token): re-acquiring a key that was lost
+		// and is free again would hide that the lock was not held all along.
 		current, err := s.backend.Inspect(ctx, s.hold.Key)
 		switch {
 		case errors.Is(err, backends.ErrNotHeld):
-			return ctrl.Result{}, r.lose(ctx, s, "The backend no longer holds the lock for this holder")
+			return ctrl.Result{}, r.lose(ctx, s, "The lock expired while no controller renewed it: the backend no longer holds it for this holder")
 		case err != nil:
 			return ctrl.Result{}, fmt.Errorf("resuming hold of %s: %w", s.hold.Key, err)
 		case current.Identity != s.hold.Identity:
 			return ctrl.Result{}, r.lose(ctx, s, fmt.Sprintf("Another holder (%s) took the lock", current.Identity))
+		case s.lock.Status.Holder == nil || s.lock.Status.Holder.FencingToken != c.Status.FencingToken:
+			return ctrl.Result{}, r.lose(ctx, s, "The lock was granted again since this claim's grant")
 		}
 		lease, err := s.backend.TryAcquire(ctx, s.hold.Key, s.hold.Identity, s.ttl)
 		switch {
