@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs the reliability harness (test/reliability, issue #9): a real kube-apiserver and etcd
-# (envtest), the manager as separate processes behind TCP fault proxies, a real redis-server,
-# claimants writing to a fenced resource under faults, and the checkers.
+# (envtest), the manager as separate processes behind TCP fault proxies, a real redis-server and a
+# real etcd (each behind a fault proxy), claimants writing to a fenced resource under faults, a
+# sampler comparing Held claims with the backends, and the checkers.
 #
-# Usage: hack/test-reliability.sh [smoke|full] [go test flags...]
+# Usage: hack/test-reliability.sh [smoke|full] [test binary flags...]
 #   smoke (default)  a handful of short scenarios (a few minutes on 2 cores), for make test
 #   full             every fault on every backend, and writes the results table into
 #                    docs/reliability.md
 # Environment: SEED replays a run (the seed is printed at the start and in the table);
 #              SCENARIO runs only the scenarios matching a regexp, e.g. 'redis/leader-kill'.
+#              Extra arguments go to the test binary: `full -doc=` runs without rewriting the doc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -66,7 +66,20 @@ func startEnv(t *testing.T) *env {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run through hack/test-reliability.sh")
 	}
-	e := &env{scheme: runtime.NewScheme(), dir: t.TempDir()}
+	// Manager logs and kubeconfigs go to a directory that outlives a failed run, so that the
+	// paths printed with a failure can still be read; a run that passed removes it.
+	dir, err := os.MkdirTemp("", "lockwarden-reliability-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	e := &env{scheme: runtime.NewScheme(), dir: dir}
 	if err := clientgoscheme.AddToScheme(e.scheme); err != nil {
 		t.Fatal(err)
 	}

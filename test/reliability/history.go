@@ -60,6 +60,9 @@ type Grant struct {
 	// deleted); Lost says it was phase Lost (the controller lost the lock, not a release).
 	Released time.Time
 	Lost     bool
+	// Phase and Reason are the claim's phase and Acquired reason when it was first seen final
+	// (empty when it was deleted while held).
+	Phase, Reason, Message string
 	// Pending says the claim was still waiting at the end of the run.
 	Pending bool
 }

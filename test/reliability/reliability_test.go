@@ -27,16 +27,23 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 )
@@ -49,11 +56,16 @@ var (
 )
 
 const (
-	// ttl is the lock lease, the API's minimum, so that runs are quick.
-	ttl = 5 * time.Second
-	// leLease is controller-runtime's default leader-election lease (the manager has no flag
-	// for it): a standby takes over at most about this long after the leader stops renewing.
+	// defaultTTL is the lock lease of most scenarios, the API's minimum, so that runs are quick.
+	defaultTTL = 5 * time.Second
+	// leLease is the manager's default leader-election lease (--leader-election-lease-duration):
+	// a standby takes over at most about this long after the leader stops renewing.
 	leLease = 15 * time.Second
+	// samplePeriod is how often the sampler compares Held claims with the backend.
+	samplePeriod = 250 * time.Millisecond
+	// sampleMargin: a claim whose expireTime is less than this ahead may have lost its backend
+	// key legitimately (its renewals fail); such samples are not counted (see CheckBackendSamples).
+	sampleMargin = time.Second
 )
 
 // faultKind names a fault.
@@ -69,10 +81,41 @@ const (
 	faultRedisPause     faultKind = "redis-pause"     // SIGSTOP Redis
 	faultRedisBlackhole faultKind = "redis-blackhole" // partition managers→Redis, stalling
 	faultRedisRefuse    faultKind = "redis-refuse"    // partition managers→Redis, resetting
+	faultEtcdRestart    faultKind = "etcd-restart"    // SIGKILL the etcd member, restart it (with its data) at heal
+	faultEtcdBlackhole  faultKind = "etcd-blackhole"  // partition managers→etcd, stalling
+	faultEtcdRefuse     faultKind = "etcd-refuse"     // partition managers→etcd, resetting
+	faultRedisLatency   faultKind = "redis-latency"   // 100 ms each way on managers→Redis
+	faultEtcdLatency    faultKind = "etcd-latency"    // 100 ms each way on managers→etcd
+	faultLockRecreate   faultKind = "lock-recreate"   // delete lock-0, re-create it with the same name at heal
 )
 
-// redisOnly are the faults that need the Redis backend.
-var redisOnly = map[faultKind]bool{faultRedisRestart: true, faultRedisPause: true, faultRedisBlackhole: true, faultRedisRefuse: true}
+// backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
+// under the backends' per-call timeouts (500 ms for Redis), so calls slow down but succeed.
+const backendLatency = 100 * time.Millisecond
+
+// backendFaults are the faults that need one backend; every other fault hits the managers.
+var backendFaults = map[faultKind]string{
+	faultRedisRestart: "redis", faultRedisPause: "redis", faultRedisBlackhole: "redis", faultRedisRefuse: "redis",
+	faultRedisLatency: "redis",
+	faultEtcdRestart:  "etcd", faultEtcdBlackhole: "etcd", faultEtcdRefuse: "etcd", faultEtcdLatency: "etcd",
+}
+
+// faultsOf lists the faults of one backend, sorted.
+func faultsOf(backend string) []faultKind {
+	var out []faultKind
+	for k, b := range backendFaults {
+		if b == backend {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// managerFault says whether a fault hits a manager (and so may need a leader election).
+func managerFault(k faultKind) bool {
+	return k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole || k == faultAPILatency
+}
 
 // fault is one planned fault: start after the workload began, lasting dur.
 type fault struct {
@@ -88,54 +131,109 @@ func (f fault) String() string {
 // timings), or random kinds drawn from the seed.
 type scenario struct {
 	name     string
-	backend  string // "kubernetes" or "redis"
+	backend  string // "kubernetes", "redis" or "etcd"
 	replicas int
 	kinds    []faultKind // the faults, in order; nil with random > 0 draws them
 	random   int         // draw 1..random faults from the seed
 	workload time.Duration
+	// ttl is the locks' leaseDurationSeconds; 0 means defaultTTL.
+	ttl time.Duration
+	// unit scales the fault plan's timings (start and duration); 0 means the TTL.
+	unit time.Duration
+	// staleWriter makes the run exercise fencing every time: the first hold of claimant 0 on
+	// each lock is a slow one (it writes until the controller ends its claim), the first fault
+	// is injected as soon as those holds began and lasts at least 1.5×TTL, so that each slow
+	// holder's claim ends while it writes, it goes on as a zombie, and the fenced register must
+	// reject it. The run fails if no write was rejected.
+	staleWriter bool
+	// noLoss fails the run if any hold ended Lost.
+	noLoss bool
+	// killBeforeRefresh injects the first fault when a Held claim's status.expireTime is just
+	// over a third of the TTL ahead, the moment before the controller refreshes it: the worst
+	// time for a failover (regression of the first default-failover finding).
+	killBeforeRefresh bool
 }
+
+func (s scenario) lockTTL() time.Duration {
+	if s.ttl == 0 {
+		return defaultTTL
+	}
+	return s.ttl
+}
+
+// id names a scenario in logs, -scenario and the table.
+func (s scenario) id() string { return s.backend + "/" + s.name }
 
 func smokeScenarios() []scenario {
 	return []scenario{
+		// Fencing exercised on every run: Redis cut off from the manager while two slow holders
+		// write; after the heal the next waiters get higher tokens and the slow ones, now stale,
+		// must be rejected.
+		{name: "stale-writer", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisBlackhole}, staleWriter: true, workload: 20 * time.Second},
 		{name: "redis-restart", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisRestart}, workload: 30 * time.Second},
 		{name: "leader-pause", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderPause}, workload: 35 * time.Second},
-		{name: "leader-kill", backend: "redis", replicas: 2, kinds: []faultKind{faultLeaderKill}, workload: 30 * time.Second},
-		{name: "api-partition", backend: "redis", replicas: 1, kinds: []faultKind{faultAPIBlackhole}, workload: 30 * time.Second},
+		{name: "leader-kill", backend: "redis", replicas: 2, kinds: []faultKind{faultLeaderKill}, workload: 25 * time.Second},
+		{name: "api-partition", backend: "redis", replicas: 1, kinds: []faultKind{faultAPIBlackhole}, workload: 25 * time.Second},
 	}
 }
 
 func fullScenarios() []scenario {
 	var out []scenario
-	all := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency,
-		faultRedisRestart, faultRedisPause, faultRedisBlackhole, faultRedisRefuse}
-	for _, backend := range []string{"kubernetes", "redis"} {
+	managerKinds := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency}
+	for _, backend := range []string{"kubernetes", "redis", "etcd"} {
 		out = append(out, scenario{name: "baseline", backend: backend, replicas: 1, workload: 40 * time.Second})
-		for _, k := range all {
-			if redisOnly[k] && backend != "redis" {
-				continue
-			}
+		kinds := managerKinds
+		if backend == "etcd" {
+			kinds = []faultKind{faultLeaderKill, faultLeaderPause, faultAPIBlackhole}
+		}
+		kinds = append(slices.Clip(kinds), faultsOf(backend)...)
+		for _, k := range kinds {
 			replicas := 1
 			if k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole {
 				replicas = 2
 			}
 			out = append(out, scenario{name: string(k), backend: backend, replicas: replicas, kinds: []faultKind{k}, workload: 45 * time.Second})
 		}
-		out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
+		// A holder cut off (by a pause of the leader, or a partition of the backend) while it
+		// writes: fencing must reject it.
+		stale := faultLeaderPause
+		switch backend {
+		case "redis":
+			stale = faultRedisBlackhole
+		case "etcd":
+			stale = faultEtcdBlackhole
+		}
+		replicas := 1
+		if stale == faultLeaderPause {
+			replicas = 2
+		}
+		out = append(out, scenario{name: "stale-writer", backend: backend, replicas: replicas, kinds: []faultKind{stale}, staleWriter: true, workload: 30 * time.Second})
+		// Tokens across deletion and re-creation of a lock.
+		out = append(out, scenario{name: "lock-recreate", backend: backend, replicas: 1, kinds: []faultKind{faultLockRecreate}, workload: 40 * time.Second})
+		if backend != "etcd" {
+			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
+		}
 	}
+	// Killing the leader with default settings (leader election 15 s/10 s/2 s, lock lease 30 s)
+	// loses no held lock.
+	out = append(out, scenario{name: "default-failover", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderKill},
+		ttl: 30 * time.Second, unit: 10 * time.Second, noLoss: true, killBeforeRefresh: true, workload: 60 * time.Second})
 	return out
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:
-// each lasts 1–3×TTL (a SIGSTOP of the leader outlasts the leader-election lease so that the
-// standby takes over and the paused one wakes up stale), and starts 1.5–3×TTL after the previous
-// one healed (after the workload began, for the first).
+// each lasts 1–3 units (the TTL, unless the scenario says otherwise; a SIGSTOP of the leader
+// outlasts the leader-election lease so that the standby takes over and the paused one wakes up
+// stale), and starts 1.5–3 units after the previous one healed (after the workload began, for
+// the first).
 func (s scenario) plan(rng *rand.Rand) []fault {
+	unit := s.unit
+	if unit == 0 {
+		unit = s.lockTTL()
+	}
 	kinds := s.kinds
 	if s.random > 0 {
-		pool := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency}
-		if s.backend == "redis" {
-			pool = append(pool, faultRedisRestart, faultRedisPause, faultRedisBlackhole, faultRedisRefuse)
-		}
+		pool := append([]faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency}, faultsOf(s.backend)...)
 		for range 1 + rng.IntN(s.random) {
 			kinds = append(kinds, pool[rng.IntN(len(pool))])
 		}
@@ -143,10 +241,13 @@ func (s scenario) plan(rng *rand.Rand) []fault {
 	var out []fault
 	var at time.Duration
 	for _, k := range kinds {
-		start := at + ttl*3/2 + time.Duration(rng.Int64N(int64(ttl*3/2)))
-		dur := ttl + time.Duration(rng.Int64N(int64(2*ttl)))
+		start := at + unit*3/2 + time.Duration(rng.Int64N(int64(unit*3/2)))
+		dur := unit + time.Duration(rng.Int64N(int64(2*unit)))
 		if k == faultLeaderPause {
 			dur = max(dur, leLease+3*time.Second)
+		}
+		if s.staleWriter {
+			dur = max(dur, s.lockTTL()*3/2)
 		}
 		out = append(out, fault{kind: k, start: start, dur: dur})
 		at = start + dur
@@ -170,13 +271,33 @@ func TestReliability(t *testing.T) {
 		t.Fatalf("-set must be smoke or full, not %q", *setFlag)
 	}
 	match := regexp.MustCompile(*scenarioFlag)
+	needs := map[string]bool{}
+	for _, s := range scenarios {
+		if match.MatchString(s.id()) {
+			needs[s.backend] = true
+		}
+	}
 
 	e := startEnv(t)
-	redis := redistest.Start(t, redistest.Options{})
+	srv := &servers{}
+	if needs["redis"] {
+		goredis.SetLogger(quietLogger{}) // the direct client's dial errors while Redis is down are expected
+		srv.redis = redistest.Start(t, redistest.Options{})
+		srv.redisClient = srv.redis.Client()
+	}
+	if needs["etcd"] {
+		srv.etcd = etcdtest.Start(t)
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.etcd.Endpoint()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		srv.etcdClient = c
+	}
 
 	var results []Result
 	for i, s := range scenarios {
-		id := s.backend + "/" + s.name
+		id := s.id()
 		if !match.MatchString(id) {
 			continue
 		}
@@ -184,11 +305,12 @@ func TestReliability(t *testing.T) {
 		// replays alone with -scenario and the same -seed.
 		sseed := seed*1000 + uint64(i)
 		t.Run(id, func(t *testing.T) {
-			r := runScenario(t, e, redis, s, sseed)
+			r := runScenario(t, e, srv, s, sseed)
 			results = append(results, r)
 			if !r.Passed() {
-				t.Errorf("scenario %s seed %d failed: %d safety violations, porcupine %s, %d stuck, valid %v\n%s",
-					id, sseed, r.Safety(), r.Linearizable, len(r.Liveness.Stuck), r.Valid, strings.Join(append(r.Violations, r.Liveness.Stuck...), "\n"))
+				problems := append(append(append(r.Violations, r.Liveness.Stuck...), r.Orphans...), r.Unmet()...)
+				t.Errorf("scenario %s seed %d failed: %d safety violations, porcupine %s, %d stuck, %d orphaned, valid %v\n%s",
+					id, sseed, r.Safety(), r.Linearizable, len(r.Liveness.Stuck), len(r.Orphans), r.Valid, strings.Join(problems, "\n"))
 			}
 		})
 	}
@@ -203,18 +325,102 @@ func TestReliability(t *testing.T) {
 	}
 }
 
-func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed uint64) Result {
+// quietLogger drops go-redis's internal log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// servers are the real backend servers, shared by the scenarios, with direct (unproxied)
+// clients for the sampler.
+type servers struct {
+	redis       *redistest.Server
+	redisClient *goredis.Client
+	etcd        *etcdtest.Member
+	etcdClient  *clientv3.Client
+}
+
+// backendEnv is one scenario's lock store: the proxy the managers reach it through (nil for the
+// built-in backend, which lives behind each manager's API link) and the harness's direct reader.
+type backendEnv struct {
+	proxy  *faultproxy.Proxy
+	reader backendReader
+}
+
+// setupBackend creates the scenario's LockBackend (named after its namespace) behind a fresh
+// fault proxy, and returns its name ("" for the built-in backend).
+func setupBackend(ctx context.Context, t *testing.T, e *env, srv *servers, s scenario, ns string) (string, backendEnv) {
+	t.Helper()
+	var upstream string
+	switch s.backend {
+	case "kubernetes":
+		return "", backendEnv{reader: leaseReader{c: e.c}}
+	case "redis":
+		upstream = srv.redis.Addr()
+	case "etcd":
+		upstream = strings.TrimPrefix(srv.etcd.Endpoint(), "http://")
+	default:
+		t.Fatalf("unknown backend %q", s.backend)
+	}
+	proxy, err := faultproxy.New(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	var be backendEnv
+	be.proxy = proxy
+	switch s.backend {
+	case "redis":
+		lb.Spec = locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(proxy.Addr())}}
+		be.reader = redisReader{c: srv.redisClient}
+	case "etcd":
+		lb.Spec = locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint("http://" + proxy.Addr())}}}
+		be.reader = etcdReader{c: srv.etcdClient}
+	}
+	if err := e.c.Create(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), lb) })
+	return lb.Name, be
+}
+
+// recreation records a lock-recreate fault: the last token the deleted lock issued, and when its
+// successor was created.
+type recreation struct {
+	lock      string
+	floor     int64
+	createdAt time.Time
+	failed    int // claims that ended Failed with LockNotFound
+}
+
+func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Result {
+	ttl := s.lockTTL()
 	rng := rand.New(rand.NewPCG(seed, 0x10c4))
 	plan := s.plan(rng)
 	var planText []string
-	for _, f := range plan {
+	for i, f := range plan {
+		if i == 0 && (s.staleWriter || s.killBeforeRefresh) {
+			at := "slow-holders"
+			if s.killBeforeRefresh {
+				at = "before-refresh"
+			}
+			planText = append(planText, fmt.Sprintf("%s@%s/%s", f.kind, at, f.dur.Round(time.Second)))
+			continue
+		}
+		if i == 0 && s.staleWriter {
+			// Injected when the slow holders began, not at a planned time.
+			planText = append(planText, fmt.Sprintf("%s@slow-holders/%s", f.kind, f.dur.Round(time.Second)))
+			continue
+		}
 		planText = append(planText, f.String())
 	}
 	faultsText := strings.Join(planText, ", ")
 	if faultsText == "" {
 		faultsText = "none"
 	}
-	t.Logf("scenario %s/%s seed %d replicas %d faults %s", s.backend, s.name, seed, s.replicas, faultsText)
+	t.Logf("scenario %s seed %d replicas %d ttl %s faults %s", s.id(), seed, s.replicas, ttl, faultsText)
 	started := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -223,23 +429,7 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 	if err := e.c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-
-	redisProxy, err := faultproxy.New(redis.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer redisProxy.Close()
-	backendRef := ""
-	if s.backend == "redis" {
-		backendRef = ns.Name // one LockBackend per scenario, named after its namespace
-		lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: backendRef},
-			Spec: locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-				Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(redisProxy.Addr())}}}
-		if err := e.c.Create(ctx, lb); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = e.c.Delete(context.Background(), lb) }()
-	}
+	backendRef, be := setupBackend(ctx, t, e, srv, s, ns.Name)
 
 	var managers []*manager
 	for i := range s.replicas {
@@ -256,12 +446,14 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 
 	const locks, claimantsPerLock = 2, 3
 	res := map[string]*resource{}
-	for l := range locks {
-		name := fmt.Sprintf("lock-%d", l)
-		dl := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
+	lockSpec := func(name string) *locksv1alpha1.DistributedLock {
+		return &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
 			Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: int32(ttl / time.Second),
 				BackendRef: locksv1alpha1.BackendReference{Name: backendRef}}}
-		if err := e.c.Create(ctx, dl); err != nil {
+	}
+	for l := range locks {
+		name := fmt.Sprintf("lock-%d", l)
+		if err := e.c.Create(ctx, lockSpec(name)); err != nil {
 			t.Fatal(err)
 		}
 		res[ns.Name+"/"+name] = &resource{}
@@ -269,6 +461,9 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 
 	rec := newRecorder()
 	go rec.run(ctx, e.c, ns.Name)
+	smp := &sampler{c: e.c, ns: ns.Name, reader: be.reader, period: samplePeriod}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	go smp.run(sampleCtx)
 
 	var errMu sync.Mutex
 	var harnessErrs []string
@@ -278,33 +473,29 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 		errMu.Unlock()
 	}
 
-	// The workload runs for s.workload, and at least until the last fault healed plus 2×TTL;
-	// then nothing new starts and the queue drains. Waits end at the drain deadline: the
-	// convergence window (2×TTL), plus the longest critical section, plus a leader-election
-	// lease when a fault hit a manager.
-	workload := s.workload
-	lastHeal := time.Duration(0)
-	managerFault := false
+	// The workload runs for s.workload, and at least until the last fault healed (as it
+	// happened, see below) plus 2×TTL; then nothing new starts and the queue drains. Waits end
+	// at the drain deadline: the convergence window (2×TTL), plus the longest critical section,
+	// plus a leader-election lease when a fault hit a manager.
+	hitManager := false
 	for _, f := range plan {
-		lastHeal = max(lastHeal, f.start+f.dur)
-		managerFault = managerFault || !redisOnly[f.kind]
-	}
-	workload = max(workload, lastHeal+2*ttl)
-	drainAfter := workload + 2*ttl + 2*ttl
-	if managerFault {
-		drainAfter += leLease
+		hitManager = hitManager || managerFault(f.kind)
 	}
 	stopNew, drain := make(chan struct{}), make(chan struct{})
-	time.AfterFunc(workload, func() { close(stopNew) })
-	time.AfterFunc(drainAfter, func() { close(drain) })
 
 	var wg sync.WaitGroup
+	var zombies atomic.Int64
+	var slowHolders []chan struct{}
 	for l := range locks {
 		lock := fmt.Sprintf("lock-%d", l)
 		for i := range claimantsPerLock {
 			cl := &claimant{c: e.c, rec: rec, ns: ns.Name, lock: lock, id: i, res: res[ns.Name+"/"+lock],
 				rng: rand.New(rand.NewPCG(seed, uint64(l*100+i))), ttl: ttl, writes: 5,
-				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf}
+				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies}
+			if s.staleWriter && i == 0 {
+				cl.pinned = make(chan struct{})
+				slowHolders = append(slowHolders, cl.pinned)
+			}
 			wg.Add(1)
 			go func() { defer wg.Done(); cl.run(ctx) }()
 		}
@@ -312,19 +503,78 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 
 	// Faults, in plan order, each healed before the next.
 	var grantsBeforeFault int
-	faultLog := runFaults(t, plan, started, managers, redis, redisProxy, func() {
-		for _, g := range rec.results() {
-			if !g.Acquired.IsZero() {
-				grantsBeforeFault++
+	fc := faultContext{t: t, started: started, managers: managers, srv: srv, be: be,
+		beforeFirst: func() {
+			for _, g := range rec.results() {
+				if !g.Acquired.IsZero() {
+					grantsBeforeFault++
+				}
 			}
+		}}
+	if s.staleWriter {
+		fc.trigger = func() bool {
+			deadline := time.After(60 * time.Second)
+			for _, ch := range slowHolders {
+				select {
+				case <-ch:
+				case <-deadline:
+					return false
+				}
+			}
+			time.Sleep(ttl / 5) // a write or two first
+			return true
 		}
-	})
+	}
+	if s.killBeforeRefresh {
+		fc.trigger = func() bool {
+			time.Sleep(time.Until(started.Add(plan[0].start))) // the planned time, then the right moment
+			deadline := time.Now().Add(2 * ttl)
+			for time.Now().Before(deadline) {
+				var list locksv1alpha1.LockClaimList
+				if err := e.c.List(ctx, &list, client.InNamespace(ns.Name)); err == nil {
+					for _, cl := range list.Items {
+						if cl.Status.Phase != locksv1alpha1.ClaimHeld || cl.Status.ExpireTime == nil {
+							continue
+						}
+						if ahead := time.Until(cl.Status.ExpireTime.Time); ahead > ttl/3+200*time.Millisecond && ahead < ttl/3+time.Second {
+							return true
+						}
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return false
+		}
+	}
+	var recreated *recreation
+	fc.recreate = func(dur time.Duration) string {
+		recreated = recreateLock(ctx, e.c, lockSpec("lock-0"), dur)
+		return fmt.Sprintf("lock-0 deleted (last token %d) and re-created at %.1fs", recreated.floor, recreated.createdAt.Sub(started).Seconds())
+	}
+	faultLog := runFaults(fc, plan)
 	if len(plan) == 0 {
 		grantsBeforeFault = locks
 	}
+	healed := time.Since(started)
+	workload := max(s.workload, healed+2*ttl)
+	drainAfter := workload + 2*ttl + 2*ttl
+	if hitManager {
+		drainAfter += leLease
+	}
+	time.AfterFunc(workload-healed, func() { close(stopNew) })
+	time.AfterFunc(drainAfter-healed, func() { close(drain) })
 
 	wg.Wait()               // every claimant finished, or gave up waiting at the drain deadline
 	grants := rec.results() // Pending now: still waiting after the drain deadline
+	stopSampling()
+
+	// No backend key may outlive its claim: after a TTL (and a margin) every key still held must
+	// belong to a claim the API shows Held.
+	time.Sleep(ttl + sampleMargin)
+	orphaned, orphanErr := orphans(ctx, e.c, be.reader, ns.Name)
+	if orphanErr != nil {
+		errf("listing backend keys: %v", orphanErr)
+	}
 
 	// Teardown: claims and pods go; the finalizers need a manager, so wait for them.
 	_ = e.c.DeleteAllOf(ctx, &locksv1alpha1.LockClaim{}, client.InNamespace(ns.Name))
@@ -340,7 +590,8 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 	cancel()
 
 	// Checks.
-	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: faultsText, TTL: ttl, Duration: time.Since(started)}
+	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: faultsText, TTL: ttl,
+		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned}
 	r.Valid = grantsBeforeFault >= locks // a fault injected into an idle system proves nothing
 	writes := map[string][]Write{}
 	for lock, rs := range res {
@@ -366,6 +617,19 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 	}
 	r.Violations = append(r.Violations, CheckTokens(grants)...)
 	r.Violations = append(r.Violations, CheckExclusion(grants)...)
+	samples, snapshots := smp.results()
+	r.HeldSamples = len(samples)
+	r.Violations = append(r.Violations, CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second)...)
+	r.Violations = append(r.Violations, CheckControllerExclusion(snapshots, sampleMargin)...)
+	if recreated != nil {
+		r.Violations = append(r.Violations, CheckTokensAbove(grants, ns.Name+"/"+recreated.lock, recreated.createdAt, recreated.floor)...)
+		for _, g := range grants {
+			if g.Lock == ns.Name+"/"+recreated.lock && g.Reason == string(locksv1alpha1.ReasonLockNotFound) {
+				recreated.failed++
+			}
+		}
+		faultLog = append(faultLog, fmt.Sprintf("%d claims of %s ended with reason LockNotFound", recreated.failed, recreated.lock))
+	}
 	rec.mu.Lock()
 	r.Violations = append(r.Violations, rec.errs...)
 	rec.mu.Unlock()
@@ -380,6 +644,7 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 	}
 	r.Liveness = ComputeLiveness(grants)
 	r.Lost = r.Liveness.Lost
+	r.Duration = time.Since(started)
 
 	errMu.Lock()
 	for _, h := range harnessErrs {
@@ -389,37 +654,98 @@ func runScenario(t *testing.T, e *env, redis *redistest.Server, s scenario, seed
 	for _, l := range faultLog {
 		t.Logf("fault: %s", l)
 	}
+	t.Logf("writes %d, rejected by fencing %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d",
+		r.Writes, r.Rejected, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples)
 	for _, m := range managers {
 		t.Logf("manager %s restarts %d, log %s", m.name, m.restarts, m.log)
 	}
 	if !r.Passed() {
 		t.Logf("grants:\n%s\n%s", describeGrants(grants), managerLogs(managers))
+		for _, g := range grants {
+			if g.Lost {
+				t.Logf("lost: %s", describeLoss(g, samples))
+			}
+		}
 	}
 	return r
 }
 
-// runFaults injects the plan's faults at their times and heals each; before the first it calls
-// beforeFirst (to count the operations that make the run valid). It returns what it did.
-func runFaults(t *testing.T, plan []fault, started time.Time, managers []*manager, redis *redistest.Server, redisProxy *faultproxy.Proxy, beforeFirst func()) []string {
+// recreateLock deletes lock, waits until it is gone, waits out the rest of dur, and creates it
+// again with the same name and spec. It returns the last token the deleted lock issued (read
+// after the deletion was requested, when no more can be issued) and when the new one was created.
+func recreateLock(ctx context.Context, c client.Client, lock *locksv1alpha1.DistributedLock, dur time.Duration) *recreation {
+	rc := &recreation{lock: lock.Name}
+	begin := time.Now()
+	var cur locksv1alpha1.DistributedLock
+	if err := c.Get(ctx, client.ObjectKeyFromObject(lock), &cur); err == nil {
+		rc.floor = cur.Status.FencingToken
+	}
+	_ = c.Delete(ctx, &cur)
+	deadline := time.Now().Add(dur + 60*time.Second)
+	for time.Now().Before(deadline) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(lock), &cur)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err == nil {
+			rc.floor = max(rc.floor, cur.Status.FencingToken)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Until(begin.Add(dur)))
+	fresh := lock.DeepCopy()
+	_ = c.Create(ctx, fresh)
+	rc.createdAt = fresh.CreationTimestamp.Time
+	if rc.createdAt.IsZero() {
+		rc.createdAt = time.Now()
+	}
+	return rc
+}
+
+// faultContext is what runFaults needs.
+type faultContext struct {
+	t        *testing.T
+	started  time.Time
+	managers []*manager
+	srv      *servers
+	be       backendEnv
+	// beforeFirst runs just before the first fault (to count the grants that make a run valid).
+	beforeFirst func()
+	// trigger, when set, replaces the first fault's start time: it blocks until the moment has
+	// come and says whether it did.
+	trigger func() bool
+	// recreate performs a lock-recreate fault lasting dur and describes it.
+	recreate func(dur time.Duration) string
+}
+
+// runFaults injects the plan's faults at their times and heals each. It returns what it did.
+func runFaults(fc faultContext, plan []fault) []string {
+	t := fc.t
 	var log []string
 	logf := func(format string, args ...any) {
-		log = append(log, fmt.Sprintf("%6.1fs ", time.Since(started).Seconds())+fmt.Sprintf(format, args...))
+		log = append(log, fmt.Sprintf("%6.1fs ", time.Since(fc.started).Seconds())+fmt.Sprintf(format, args...))
 	}
 	for i, f := range plan {
-		time.Sleep(time.Until(started.Add(f.start)))
+		if i == 0 && fc.trigger != nil {
+			if !fc.trigger() {
+				logf("the slow holders never began; injecting anyway")
+			}
+		} else {
+			time.Sleep(time.Until(fc.started.Add(f.start)))
+		}
 		if i == 0 {
-			beforeFirst()
+			fc.beforeFirst()
 		}
 		var leader *manager
-		if f.kind == faultLeaderKill || f.kind == faultLeaderPause || f.kind == faultAPIRefuse || f.kind == faultAPIBlackhole || f.kind == faultAPILatency {
+		if managerFault(f.kind) {
 			var err error
-			if leader, err = waitLeader(context.Background(), managers, 30*time.Second); err != nil {
+			if leader, err = waitLeader(context.Background(), fc.managers, 30*time.Second); err != nil {
 				logf("%s skipped: %v", f.kind, err)
 				continue
 			}
 		}
 		logf("inject %s (%s)", f.kind, f.dur)
-		var heal func()
+		heal := func() {}
 		switch f.kind {
 		case faultLeaderKill:
 			if err := leader.kill(); err != nil {
@@ -446,23 +772,50 @@ func runFaults(t *testing.T, plan []fault, started time.Time, managers []*manage
 			leader.api.SetLatency(faultproxy.Downstream, 300*time.Millisecond)
 			heal = leader.api.Heal
 		case faultRedisRestart:
-			redis.Kill()
-			heal = redis.Restart
+			fc.srv.redis.Kill()
+			heal = fc.srv.redis.Restart
 		case faultRedisPause:
-			redis.Pause()
-			heal = redis.Resume
-		case faultRedisBlackhole:
-			redisProxy.Partition(faultproxy.Blackhole)
-			heal = redisProxy.Heal
-		case faultRedisRefuse:
-			redisProxy.Partition(faultproxy.Refuse)
-			heal = redisProxy.Heal
+			fc.srv.redis.Pause()
+			heal = fc.srv.redis.Resume
+		case faultEtcdRestart:
+			fc.srv.etcd.Kill()
+			heal = fc.srv.etcd.Restart
+		case faultRedisBlackhole, faultEtcdBlackhole:
+			fc.be.proxy.Partition(faultproxy.Blackhole)
+			heal = fc.be.proxy.Heal
+		case faultRedisRefuse, faultEtcdRefuse:
+			fc.be.proxy.Partition(faultproxy.Refuse)
+			heal = fc.be.proxy.Heal
+		case faultRedisLatency, faultEtcdLatency:
+			fc.be.proxy.SetLatency(faultproxy.Upstream, backendLatency)
+			fc.be.proxy.SetLatency(faultproxy.Downstream, backendLatency)
+			heal = fc.be.proxy.Heal
+		case faultLockRecreate:
+			logf("%s", fc.recreate(f.dur))
+			logf("healed %s", f.kind)
+			continue
 		}
 		time.Sleep(f.dur)
 		heal()
 		logf("healed %s", f.kind)
 	}
 	return log
+}
+
+// describeLoss tells what the sampler saw last of a hold that ended Lost: whether the backend
+// still held it when the controller gave it up.
+func describeLoss(g Grant, samples []HeldSample) string {
+	var last *HeldSample
+	for i := range samples {
+		if samples[i].Claim == g.Claim && (last == nil || samples[i].At.After(last.At)) {
+			last = &samples[i]
+		}
+	}
+	if last == nil {
+		return fmt.Sprintf("%s (token %d) seen Lost at %s; never sampled", g.Claim, g.Token, stamp(g.Released))
+	}
+	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q",
+		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.Holder)
 }
 
 func describeGrants(grants []Grant) string {

@@ -37,11 +37,19 @@ type Result struct {
 	ShadowStale       int // stale writes the unfenced shadow accepted
 	ShadowOverlaps    int // interleaved critical sections at the unfenced shadow
 	Lost              int // holds that ended Lost
+	HeldSamples       int // Held claims whose backend key the sampler read
 	Violations        []string
-	Linearizable      string // porcupine's verdict
-	Liveness          Liveness
-	Valid             bool // enough operations happened before the first fault
-	Duration          time.Duration
+	// Orphans are backend keys still held, after convergence and a TTL, for no Held claim.
+	Orphans []string
+	// FencingRequired: the scenario exists to make a stale writer write, so fencing must have
+	// rejected at least one write (else the run proved nothing about fencing).
+	FencingRequired bool
+	// NoLossRequired: no hold may end Lost (a leader failover with default settings).
+	NoLossRequired bool
+	Linearizable   string // porcupine's verdict
+	Liveness       Liveness
+	Valid          bool // enough operations happened before the first fault
+	Duration       time.Duration
 }
 
 // Safety is the number of safety violations (S1, S2, exclusion, linearizability).
@@ -53,9 +61,23 @@ func (r Result) Safety() int {
 	return n
 }
 
-// Passed says the run found no safety violation, nothing stuck, and was valid.
+// Unmet lists the scenario's own requirements that the run did not meet.
+func (r Result) Unmet() []string {
+	var out []string
+	if r.FencingRequired && r.Rejected == 0 {
+		out = append(out, "fencing was never exercised: no stale write reached the fenced register")
+	}
+	if r.NoLossRequired && r.Lost > 0 {
+		out = append(out, fmt.Sprintf("%d held lock(s) lost, none allowed", r.Lost))
+	}
+	return out
+}
+
+// Passed says the run found no safety violation, nothing stuck or orphaned, was valid, and met
+// its scenario's requirements.
 func (r Result) Passed() bool {
-	return r.Safety() == 0 && len(r.Liveness.Stuck) == 0 && r.Valid && r.Linearizable != "Unknown"
+	return r.Safety() == 0 && len(r.Liveness.Stuck) == 0 && len(r.Orphans) == 0 && r.Valid &&
+		r.Linearizable != "Unknown" && len(r.Unmet()) == 0
 }
 
 func ttlMultiple(d, ttl time.Duration) string {
@@ -68,15 +90,16 @@ func ttlMultiple(d, ttl time.Duration) string {
 // Table renders results as a Markdown table.
 func Table(results []Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | backend | seed | faults | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes accepted (unfenced) | interleaved sections (unfenced) | lost holds | handoffs | handoff p50 / p99 / max | p99 ×TTL | stuck | valid |\n")
-	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|---|--:|--:|---|\n")
+	b.WriteString("| scenario | backend | seed | faults | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes accepted (unfenced) | interleaved sections (unfenced) | lost holds | held samples | handoffs | handoff p50 / p99 / max | p99 ×TTL | stuck | orphans | valid | duration |\n")
+	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|--:|\n")
 	for _, r := range results {
 		h := r.Liveness.Handoffs
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %s / %s / %s | %s | %d | %v |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %s / %s / %s | %s | %d | %d | %v | %s |\n",
 			r.Scenario, r.Backend, r.Seed, r.Faults, r.Grants, r.Writes, r.Safety(), r.Linearizable,
-			r.Rejected, r.ShadowStale, r.ShadowOverlaps, r.Lost, len(h),
+			r.Rejected, r.ShadowStale, r.ShadowOverlaps, r.Lost, r.HeldSamples, len(h),
 			round(Percentile(h, 50)), round(Percentile(h, 99)), round(Percentile(h, 100)),
-			ttlMultiple(Percentile(h, 99), r.TTL), len(r.Liveness.Stuck), r.Valid)
+			ttlMultiple(Percentile(h, 99), r.TTL), len(r.Liveness.Stuck), len(r.Orphans), r.Valid && len(r.Unmet()) == 0,
+			r.Duration.Round(time.Second))
 	}
 	return b.String()
 }

@@ -57,6 +57,13 @@ func (r *FencedRegister) Write(writer string, token int64) bool {
 	return ok
 }
 
+// Highest is the highest token the register accepted so far.
+func (r *FencedRegister) Highest() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.highest
+}
+
 // Log returns a copy of every write attempt, in the order the register served them.
 func (r *FencedRegister) Log() []Write {
 	r.mu.Lock()

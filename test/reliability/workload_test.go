@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,6 +138,14 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 	if final && g.Released.IsZero() {
 		g.Released = now
 		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && t != watch.Deleted
+		if t != watch.Deleted {
+			g.Phase = string(cl.Status.Phase)
+			for _, c := range cl.Status.Conditions {
+				if c.Type == locksv1alpha1.ConditionAcquired {
+					g.Reason, g.Message = c.Reason, c.Message
+				}
+			}
+		}
 		close(rec.ended)
 	}
 }
@@ -178,6 +187,12 @@ type claimant struct {
 	// silentDeathDetection is how long after a silent death the pod is marked Failed.
 	silentDeathDetection time.Duration
 	errs                 func(format string, args ...any)
+	// pinned, when set, makes the claimant's first hold a slow one: its critical section lasts
+	// until the controller ends the claim (Lost, Failed) or the workload ends, and pinned is
+	// closed once that hold began, so that the fault can be injected while it writes.
+	pinned chan struct{}
+	// zombies counts holds whose claimant went on writing after the controller ended its claim.
+	zombies *atomic.Int64
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -215,11 +230,21 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	case <-rec.acquired:
 	case <-rec.ended: // final without ever being Held (e.g. Failed)
 		cl.cleanup(ctx, claim, pod)
+		// Not granted (the lock is being deleted, say): pause before the next claim rather
+		// than spin.
+		select {
+		case <-time.After(cl.ttl / 5):
+		case <-cl.drain:
+		}
 		return
 	case <-cl.drain: // left waiting: reported stuck if still Pending
 		return
 	}
 	token := cl.tokenOf(name)
+	write := func() {
+		cl.res.fenced.Write(name, token)
+		cl.res.shadow.Write(name, token)
+	}
 
 	// The critical section: 0..2×TTL, some deliberately outliving the lease. A claimant never
 	// learns it lost the lock: it keeps writing, and the fenced register must reject it.
@@ -229,13 +254,33 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		section = 0 // draining: hand the lock on quickly
 	default:
 	}
-	for i := range cl.writes {
-		if i > 0 {
-			time.Sleep(section / time.Duration(cl.writes-1))
+	if cl.pinned != nil {
+		// The slow holder: write every TTL/5 until the controller ends the claim (the fault
+		// made it lose the lock) or the workload ends.
+		close(cl.pinned)
+		cl.pinned = nil
+		tick := time.NewTicker(cl.ttl / 5)
+	slow:
+		for {
+			write()
+			select {
+			case <-tick.C:
+			case <-rec.ended:
+				break slow
+			case <-cl.stopNew:
+				break slow
+			}
 		}
-		cl.res.fenced.Write(name, token)
-		cl.res.shadow.Write(name, token)
+		tick.Stop()
+	} else {
+		for i := range cl.writes {
+			if i > 0 {
+				time.Sleep(section / time.Duration(cl.writes-1))
+			}
+			write()
+		}
 	}
+	cl.zombie(rec, name, token, write)
 
 	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath}[cl.rng.IntN(5)]
 	switch end {
@@ -265,6 +310,36 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	case <-cl.drain:
 	}
 	cl.cleanup(ctx, claim, pod)
+}
+
+// zombie plays a holder that outlived its hold: if the controller ended the claim (Lost, or
+// Failed because its lock was deleted) before the claimant ended it, the claimant goes on as a
+// process that was paused or cut off and wakes up stale: it waits until a newer holder has
+// written (the register accepted a higher token), then writes twice more. The harness uses
+// what it saw only to time those writes so that they land after the newer holder's; the
+// claimant does not stop writing because of it. It gives up after 4×TTL or at the drain.
+func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()) {
+	select {
+	case <-rec.ended:
+	default:
+		return // still held: an ordinary end
+	}
+	if cl.zombies != nil {
+		cl.zombies.Add(1)
+	}
+	deadline := time.After(4 * cl.ttl)
+	for cl.res.fenced.Highest() <= token {
+		select {
+		case <-time.After(cl.ttl / 10):
+		case <-deadline:
+			return
+		case <-cl.drain:
+			return
+		}
+	}
+	write()
+	time.Sleep(cl.ttl / 10)
+	write()
 }
 
 func (cl *claimant) tokenOf(name string) int64 {

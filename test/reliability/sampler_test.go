@@ -1,0 +1,256 @@
+//go:build reliability
+
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	kbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+)
+
+// backendReader reads lock keys on a backend directly, through a connection of the harness's
+// own that no fault proxy touches. Each backend's rule for "held" is its own protocol's, read
+// from the store, not from the controller's code.
+type backendReader interface {
+	// read says who holds key now.
+	read(ctx context.Context, key string) BackendView
+	// held lists the keys under prefix that are held now, with their holders.
+	held(ctx context.Context, prefix string) ([]BackendKey, error)
+}
+
+// readTimeout bounds one direct read, so that a paused backend does not stall the sampler.
+const readTimeout = 300 * time.Millisecond
+
+// redisReader: the key's value is the holder identity; a key exists only while its PX runs.
+type redisReader struct{ c *goredis.Client }
+
+func (r redisReader) read(ctx context.Context, key string) BackendView {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	v, err := r.c.Get(ctx, key).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return BackendView{Known: true}
+	case err != nil:
+		return BackendView{}
+	}
+	return BackendView{Known: true, Held: true, Holder: v}
+}
+
+func (r redisReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+	keys, err := r.c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []BackendKey
+	for _, k := range keys {
+		if v := r.read(ctx, k); v.Held {
+			out = append(out, BackendKey{Key: k, Holder: v.Holder})
+		}
+	}
+	return out, nil
+}
+
+// etcdReader: the key's value is the holder identity; the key lives as long as its etcd lease.
+type etcdReader struct{ c *clientv3.Client }
+
+func (r etcdReader) read(ctx context.Context, key string) BackendView {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	resp, err := r.c.Get(ctx, key)
+	switch {
+	case err != nil:
+		return BackendView{}
+	case len(resp.Kvs) == 0:
+		return BackendView{Known: true}
+	}
+	return BackendView{Known: true, Held: true, Holder: string(resp.Kvs[0].Value)}
+}
+
+func (r etcdReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := r.c.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []BackendKey
+	for _, kv := range resp.Kvs {
+		out = append(out, BackendKey{Key: string(kv.Key), Holder: string(kv.Value)})
+	}
+	return out, nil
+}
+
+// leaseReader reads the built-in backend's Lease objects: a lock Lease is held while
+// spec.holderIdentity is set and now < max(its renewTime, its session Lease's renewTime) +
+// leaseDurationSeconds (the rule the package kubernetes documents).
+type leaseReader struct{ c client.Client }
+
+func (r leaseReader) read(ctx context.Context, key string) BackendView {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	var l coordinationv1.Lease
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: kbackend.LeaseName(key)}, &l)
+	switch {
+	case apierrors.IsNotFound(err):
+		return BackendView{Known: true}
+	case err != nil:
+		return BackendView{}
+	}
+	return r.view(ctx, &l)
+}
+
+func (r leaseReader) view(ctx context.Context, l *coordinationv1.Lease) BackendView {
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.LeaseDurationSeconds == nil {
+		return BackendView{Known: true}
+	}
+	last := time.Time{}
+	if l.Spec.RenewTime != nil {
+		last = l.Spec.RenewTime.Time
+	}
+	if session := l.Labels[kbackend.SessionLabel]; session != "" {
+		var s coordinationv1.Lease
+		err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: session}, &s)
+		switch {
+		case err == nil && s.Spec.RenewTime != nil && s.Spec.RenewTime.After(last):
+			last = s.Spec.RenewTime.Time
+		case err != nil && !apierrors.IsNotFound(err):
+			return BackendView{}
+		}
+	}
+	held := time.Now().Before(last.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	if !held {
+		return BackendView{Known: true}
+	}
+	return BackendView{Known: true, Held: true, Holder: *l.Spec.HolderIdentity}
+}
+
+func (r leaseReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+	var list coordinationv1.LeaseList
+	if err := r.c.List(ctx, &list, client.InNamespace(controllerNamespace), client.MatchingLabels{kbackend.ManagedByLabel: kbackend.ManagedByValue}); err != nil {
+		return nil, err
+	}
+	var out []BackendKey
+	for i := range list.Items {
+		l := &list.Items[i]
+		key := l.Annotations[kbackend.KeyAnnotation]
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		if v := r.view(ctx, l); v.Held {
+			out = append(out, BackendKey{Key: key, Holder: v.Holder})
+		}
+	}
+	return out, nil
+}
+
+// sampler lists a namespace's claims every period and, for each claim the list shows Held,
+// reads its lock's key on the backend right after: the samples feed CheckBackendSamples (S4)
+// and the snapshots CheckControllerExclusion.
+type sampler struct {
+	c      client.Client
+	ns     string
+	reader backendReader
+	period time.Duration
+
+	mu        sync.Mutex
+	samples   []HeldSample
+	snapshots []Snapshot
+}
+
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(s.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.once(ctx)
+	}
+}
+
+func (s *sampler) once(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var list locksv1alpha1.LockClaimList
+	if err := s.c.List(lctx, &list, client.InNamespace(s.ns)); err != nil {
+		return
+	}
+	snap := Snapshot{At: time.Now()}
+	var samples []HeldSample
+	for i := range list.Items {
+		cl := &list.Items[i]
+		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name, Held: cl.Status.Phase == locksv1alpha1.ClaimHeld,
+			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity}
+		if cl.Status.ExpireTime != nil {
+			st.ExpireTime = cl.Status.ExpireTime.Time
+		}
+		snap.Claims = append(snap.Claims, st)
+		if !st.Held {
+			continue
+		}
+		view := s.reader.read(ctx, "lockwarden/"+s.ns+"/"+cl.Spec.LockName)
+		samples = append(samples, HeldSample{At: time.Now(), Lock: st.Lock, Claim: st.Claim, Token: st.Token,
+			Identity: st.Identity, ExpireTime: st.ExpireTime, Backend: view})
+	}
+	s.mu.Lock()
+	s.samples = append(s.samples, samples...)
+	s.snapshots = append(s.snapshots, snap)
+	s.mu.Unlock()
+}
+
+func (s *sampler) results() ([]HeldSample, []Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]HeldSample(nil), s.samples...), append([]Snapshot(nil), s.snapshots...)
+}
+
+// orphans waits until TTL and a margin passed since the workload's last claim went, then lists
+// the keys held on the backend for the namespace's locks and the claims the API shows Held.
+func orphans(ctx context.Context, c client.Client, reader backendReader, ns string) ([]string, error) {
+	var list locksv1alpha1.LockClaimList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	heldBy := map[string][]string{}
+	for _, cl := range list.Items {
+		if cl.Status.Phase == locksv1alpha1.ClaimHeld {
+			k := "lockwarden/" + ns + "/" + cl.Spec.LockName
+			heldBy[k] = append(heldBy[k], cl.Status.HolderIdentity)
+		}
+	}
+	keys, err := reader.held(ctx, "lockwarden/"+ns+"/")
+	if err != nil {
+		return nil, err
+	}
+	return CheckOrphans(keys, heldBy), nil
+}
