@@ -31,6 +31,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -285,26 +286,22 @@ spec:
 			_, _ = tryKubectl("patch", "pod", "-n", ns, holder.Name, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
 		})
 
-		By("failing node " + node + " as the node lifecycle controller does: cordon and taint it unreachable")
-		// kwok marks every node Ready again the moment its status says otherwise, so the test
-		// applies what kube-controller-manager does once a node stops reporting for
-		// --node-monitor-grace-period: the unreachable NoExecute taint, which evicts each pod after
-		// its tolerationSeconds for it (2 s here, 300 s by default).
+		By("failing node " + node + ": cordon it and evict its pods, as the node lifecycle controller does")
+		// On a real cluster kube-controller-manager taints a node that stopped reporting
+		// node.kubernetes.io/unreachable:NoExecute, and its taint manager evicts each pod after
+		// its tolerationSeconds (docs/install.md). On kwok the node keeps reporting Ready, and the
+		// lifecycle controller removes that taint again on its next pass, so whether the eviction
+		// wins that race is down to timing; the test evicts through the Eviction API instead,
+		// which is the taint manager's last step.
 		kubectl("cordon", node)
 		DeferCleanup(func() { _, _ = tryKubectl("uncordon", node) })
-		tainted := time.Now()
-		kubectl("taint", "node", node, "node.kubernetes.io/unreachable:NoExecute")
-		DeferCleanup(func() { _, _ = tryKubectl("taint", "node", node, "node.kubernetes.io/unreachable:NoExecute-") })
-
-		var evicted time.Duration
+		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: holder.Name}}
+		Expect(k8sClient.SubResource("eviction").Create(ctx(), &holder, eviction)).To(Succeed())
 		Eventually(func(g Gomega) {
 			p := &corev1.Pod{}
 			g.Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(&holder), p)).To(Succeed())
 			g.Expect(p.DeletionTimestamp).NotTo(BeNil())
-			evicted = time.Since(tainted)
-		}).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-		GinkgoWriter.Printf("holder %s evicted %s after the taint\n", holder.Name, evicted.Round(100*time.Millisecond))
-		Expect(evicted).To(BeNumerically(">=", 2*time.Second), "evicted before its tolerationSeconds")
+		}).Should(Succeed())
 
 		By("the terminating holder keeps the lock: its containers may still be running on the lost node")
 		Consistently(func(g Gomega) {

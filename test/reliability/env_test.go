@@ -91,7 +91,9 @@ func startEnv(t *testing.T) *env {
 	e.manager = os.Getenv("LOCKWARDEN_MANAGER")
 	if e.manager == "" {
 		e.manager = filepath.Join(e.dir, "manager")
-		build := exec.Command("go", "build", "-o", e.manager, "./cmd/manager")
+		// The testclock tag gives the manager a clock the clock-jump faults can step, through
+		// the file named by LOCKWARDEN_TEST_CLOCK_OFFSET_FILE.
+		build := exec.Command("go", "build", "-tags", "testclock", "-o", e.manager, "./cmd/manager")
 		build.Dir = filepath.Join("..", "..")
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("building the manager: %v\n%s", err, out)
@@ -151,7 +153,8 @@ type manager struct {
 	api   *faultproxy.Proxy
 	p     *proc.Process
 	log   string
-	runID int // bumped by every (re)start
+	clock string // the offset file of the manager's test clock (a Go duration; absent: none)
+	runID int    // bumped by every (re)start
 
 	mu       sync.Mutex
 	down     bool  // a fault killed it; the fault's heal restarts it
@@ -172,9 +175,11 @@ func (e *env) startManager(t *testing.T, name string) *manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &manager{name: name, api: api, log: filepath.Join(e.dir, name+".log"), stop: make(chan struct{}), done: make(chan struct{})}
+	m := &manager{name: name, api: api, log: filepath.Join(e.dir, name+".log"), clock: filepath.Join(e.dir, name+".clock"),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	m.p, err = proc.Start(proc.Spec{
 		Name: name, Path: e.manager, LogFile: m.log,
+		Env: append(os.Environ(), "LOCKWARDEN_TEST_CLOCK_OFFSET_FILE="+m.clock),
 		Args: []string{"--kubeconfig", kc, "--leader-elect",
 			"--leader-election-namespace", controllerNamespace, "--secret-namespace", controllerNamespace,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"},
@@ -302,4 +307,9 @@ func waitLeader(ctx context.Context, managers []*manager, timeout time.Duration)
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("no manager became leader within %s", timeout)
+}
+
+// jumpClock steps the manager's clock to real time + offset (0 puts it back).
+func (m *manager) jumpClock(offset time.Duration) error {
+	return os.WriteFile(m.clock, []byte(offset.String()), 0o644)
 }

@@ -87,6 +87,8 @@ const (
 	faultRedisLatency   faultKind = "redis-latency"   // 100 ms each way on managers→Redis
 	faultEtcdLatency    faultKind = "etcd-latency"    // 100 ms each way on managers→etcd
 	faultLockRecreate   faultKind = "lock-recreate"   // delete lock-0, re-create it with the same name at heal
+	faultClockForward   faultKind = "clock-forward"   // step the leader's clock 2×TTL ahead, back at heal
+	faultClockBack      faultKind = "clock-back"      // step the leader's clock 2×TTL behind, back at heal
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -114,7 +116,8 @@ func faultsOf(backend string) []faultKind {
 
 // managerFault says whether a fault hits a manager (and so may need a leader election).
 func managerFault(k faultKind) bool {
-	return k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole || k == faultAPILatency
+	return k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole || k == faultAPILatency ||
+		k == faultClockForward || k == faultClockBack
 }
 
 // fault is one planned fault: start after the workload began, lasting dur.
@@ -179,7 +182,8 @@ func smokeScenarios() []scenario {
 
 func fullScenarios() []scenario {
 	var out []scenario
-	managerKinds := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency}
+	managerKinds := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency,
+		faultClockForward, faultClockBack}
 	for _, backend := range []string{"kubernetes", "redis", "etcd"} {
 		out = append(out, scenario{name: "baseline", backend: backend, replicas: 1, workload: 40 * time.Second})
 		kinds := managerKinds
@@ -503,7 +507,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 
 	// Faults, in plan order, each healed before the next.
 	var grantsBeforeFault int
-	fc := faultContext{t: t, started: started, managers: managers, srv: srv, be: be,
+	fc := faultContext{t: t, ttl: s.lockTTL(), started: started, managers: managers, srv: srv, be: be,
 		beforeFirst: func() {
 			for _, g := range rec.results() {
 				if !g.Acquired.IsZero() {
@@ -705,6 +709,7 @@ func recreateLock(ctx context.Context, c client.Client, lock *locksv1alpha1.Dist
 // faultContext is what runFaults needs.
 type faultContext struct {
 	t        *testing.T
+	ttl      time.Duration // the locks' lease
 	started  time.Time
 	managers []*manager
 	srv      *servers
@@ -756,6 +761,15 @@ func runFaults(fc faultContext, plan []fault) []string {
 					t.Errorf("restarting %s: %v", leader.name, err)
 				}
 			}
+		case faultClockForward, faultClockBack:
+			offset := 2 * fc.ttl
+			if f.kind == faultClockBack {
+				offset = -offset
+			}
+			if err := leader.jumpClock(offset); err != nil {
+				t.Errorf("stepping the clock of %s: %v", leader.name, err)
+			}
+			heal = func() { _ = leader.jumpClock(0) }
 		case faultLeaderPause:
 			if err := leader.pause(); err != nil {
 				t.Errorf("pausing %s: %v", leader.name, err)
