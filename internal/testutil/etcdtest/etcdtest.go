@@ -307,16 +307,7 @@ func (m *Member) kill() {
 func (m *Member) cleanup() { m.kill() }
 
 // logs returns the end of the member's log, for failure messages.
-func (m *Member) logs() string {
-	data, err := os.ReadFile(filepath.Join(m.Dir, "etcd.log"))
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	return "--- etcd.log ---\n" + string(data)
-}
+func (m *Member) logs() string { return proc.FileTail(filepath.Join(m.Dir, "etcd.log"), 4000) }
 
 var (
 	binOnce sync.Once

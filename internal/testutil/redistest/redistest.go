@@ -25,7 +25,6 @@ limitations under the License.
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -300,18 +299,7 @@ func (s *Server) cleanup() {
 
 // logs returns the end of the server's log files, for failure messages.
 func (s *Server) logs() string {
-	var b bytes.Buffer
-	for _, name := range []string{"stdout.log", "redis.log"} {
-		data, err := os.ReadFile(filepath.Join(s.Dir, name))
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		fmt.Fprintf(&b, "--- %s ---\n%s\n", name, data)
-	}
-	return b.String()
+	return proc.FileTail(filepath.Join(s.Dir, "stdout.log"), 4000) + proc.FileTail(filepath.Join(s.Dir, "redis.log"), 4000)
 }
 
 // binary finds redis-server or fails the test with the command that installs it.

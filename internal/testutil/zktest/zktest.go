@@ -35,7 +35,6 @@ limitations under the License.
 package zktest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -247,18 +246,7 @@ func (s *Server) kill() {
 func (s *Server) cleanup() { s.kill() }
 
 // logs returns the end of the server's log, for failure messages.
-func (s *Server) logs() string {
-	data, err := os.ReadFile(filepath.Join(s.Dir, "server.log"))
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "--- server.log ---\n%s\n", data)
-	return b.String()
-}
+func (s *Server) logs() string { return proc.FileTail(filepath.Join(s.Dir, "server.log"), 4000) }
 
 // binaries finds java and zookeeper.jar or fails the test with the command that installs them.
 func binaries(t testing.TB) (java, jar string) {
