@@ -286,6 +286,9 @@ func (r *LockClaimReconciler) holderDead(ctx context.Context, s *claimScope, pod
 		markWaiting(c, 0, false, locksv1alpha1.ReasonPodNotFound,
 			fmt.Sprintf("Pod %s does not exist in namespace %s; the claim waits for it", c.Spec.Holder.PodName, c.Namespace))
 	default:
+		if err := r.releaseOrphan(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 		markEnded(c, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonHolderTerminated,
 			"The holder will never get the lock: "+reason, s.now)
 	}
@@ -694,9 +697,9 @@ func (r *LockClaimReconciler) reconcileDelete(ctx context.Context, s *claimScope
 		markEnded(c, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, "Released: the claim was deleted", s.now)
 		// The claim is about to disappear, so its status patch may never land: emit the event now.
 		r.recordTransition(c)
-	} else if c.Status.Phase == locksv1alpha1.ClaimPending && c.Status.QueuePosition <= 1 {
-		// A claim at the head of the queue may have taken the backend lock in a pass that crashed
-		// before its token was issued: give such a hold back rather than leave it to its TTL.
+	} else {
+		// The claim may have been granted in a pass whose status never landed: give such a hold
+		// back.
 		if err := r.releaseOrphan(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -708,41 +711,75 @@ func (r *LockClaimReconciler) reconcileDelete(ctx context.Context, s *claimScope
 	return ctrl.Result{}, nil
 }
 
-// releaseOrphan releases the backend lock if the backend says this waiting claim's identity holds
-// it while no claim records the hold.
+// releaseOrphan gives back a grant that a waiting claim may have received without its status
+// ever saying so: a pass took the backend lock (and perhaps issued a token) and then crashed, or
+// its status write failed, before the claim ended or was deleted. Left alone, such a hold would
+// be renewed by the Renewer, or kept by the backend session, with no claim to release it, and
+// every claim queued behind it would wait for ever. It stops this claim's renewals, and releases
+// the backend lock if the claim's identity holds it and no other live claim shares the hold.
 func (r *LockClaimReconciler) releaseOrphan(ctx context.Context, s *claimScope) error {
 	c := s.claim
 	lock := &locksv1alpha1.DistributedLock{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.LockName}, lock); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	b, _, err := r.Backends.ForLock(ctx, lock)
-	if err != nil {
-		return nil // nothing can have been taken on a backend that cannot be used
-	}
-	lease, err := b.Inspect(ctx, lock.BackendKey())
-	if err != nil {
-		return nil // free, or unknown: nothing of ours to release
-	}
-	if h := lock.Status.Holder; h != nil && h.Identity == lease.Identity {
-		return nil // a claim records this hold
-	}
-	identity := c.Status.HolderIdentity
-	if identity == "" {
-		identity = string(c.UID)
-		if h := c.Spec.Holder; h != nil && h.Identity != "" {
-			identity = h.Identity
-		} else if c.Status.PodUID != "" {
-			identity = string(c.Status.PodUID)
-		}
-	}
-	if lease.Identity != identity {
+	identity := waitingIdentity(c)
+	b, name, err := r.Backends.ForLock(ctx, lock)
+	hold := renewal.HoldKey{Backend: name, Key: lock.BackendKey(), Identity: identity}
+	r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
+	waiting := c.Status.Phase == locksv1alpha1.ClaimPending || c.Status.Phase == ""
+	recorded := lock.Status.Holder != nil && lock.Status.Holder.Claim == c.Name && lock.Status.Holder.Identity == identity
+	if err != nil || !(waiting || recorded) {
+		// Nothing can have been taken on a backend that cannot be used, and a claim that ended
+		// while waiting (its status landed) was granted nothing unless the lock says so.
 		return nil
+	}
+	if _, shared := r.Renewer.Lookup(hold); shared {
+		return nil // another claim of this identity holds it and keeps it
+	}
+	lease, err := b.Inspect(ctx, hold.Key)
+	if err != nil || lease.Identity != identity {
+		return nil // free, someone else's, or unknown: nothing of ours to release
+	}
+	if h := lock.Status.Holder; h != nil && h.Identity == identity && h.Claim != c.Name {
+		return nil // the grant of another claim of the same identity: that claim releases it
+	}
+	siblings, err := claimsOfLock(ctx, r.Client, c.Namespace, c.Spec.LockName)
+	if err != nil {
+		return err
+	}
+	for i := range siblings {
+		o := &siblings[i]
+		if o.UID != c.UID && isHeld(o) && o.DeletionTimestamp.IsZero() && o.Status.HolderIdentity == identity {
+			return nil
+		}
 	}
 	if err := b.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
 		return fmt.Errorf("releasing orphaned hold of %s: %w", lease.Key, err)
 	}
-	return nil
+	ctrl.LoggerFrom(ctx).Info("Released a hold that no claim recorded", "key", lease.Key, "identity", identity)
+	s.lock = lock
+	return r.mutateLock(ctx, s, func(lock *locksv1alpha1.DistributedLock) bool {
+		if h := lock.Status.Holder; h == nil || h.Claim != c.Name || h.Identity != identity {
+			return false
+		}
+		lock.Status.Holder = nil
+		return true
+	})
+}
+
+// waitingIdentity is the identity a waiting claim asks the backend for (see checkHolder), as far
+// as the claim itself tells.
+func waitingIdentity(c *locksv1alpha1.LockClaim) string {
+	switch {
+	case c.Status.HolderIdentity != "":
+		return c.Status.HolderIdentity
+	case c.Spec.Holder != nil && c.Spec.Holder.Identity != "":
+		return c.Spec.Holder.Identity
+	case c.Status.PodUID != "":
+		return string(c.Status.PodUID)
+	}
+	return string(c.UID)
 }
 
 func (r *LockClaimReconciler) releaseOnDelete(ctx context.Context, s *claimScope) error {

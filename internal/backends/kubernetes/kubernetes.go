@@ -44,11 +44,22 @@ limitations under the License.
 //
 // # Session semantics
 //
-// Like an etcd lease or a ZooKeeper session, the session keeps alive every lock it holds, not
-// only those passed to Renew: a lock stays held while the session is renewed more often than the
-// lock's TTL. A caller that no longer wants a lock must Release it. A lock held under another
-// session (a previous controller's with another SessionName) is moved into this one the first
-// time this session acquires or renews it.
+// Like an etcd lease or a ZooKeeper session, the session keeps alive the locks it holds, not
+// only those passed to one Renew call: a lock stays held while the session is renewed more often
+// than the lock's TTL. A caller that no longer wants a lock must Release it. A lock held under
+// another session (a previous controller's with another SessionName) is moved into this one the
+// first time this session acquires or renews it.
+//
+// Unlike an etcd lease, the session outlives the process: controller replicas share it, so that
+// a newly elected leader keeps its predecessor's locks alive from its first renewal. That would
+// also keep alive, for ever, a lock that no process wants any more: one taken by a deposed leader
+// in the moment before it noticed, for a claim that the new leader had already let go. So a
+// Backend keeps alive only what it has been asked for: a lock of the session that no TryAcquire
+// or Renew of this Backend has named for one TTL of the lock (counted from the Backend's start
+// for a lock it never named) is detached from the session by Renew, with its expiry unchanged,
+// and expires unless a holder takes it up again before then (a TryAcquire or Renew naming it
+// moves it back). Every held lock the controller tracks is named by Renew every third of a TTL,
+// and a new leader resumes its holds with TryAcquire well within a TTL.
 //
 // # Lease values
 //
@@ -150,6 +161,9 @@ type Backend struct {
 	// roundTrips counts API requests (see RoundTrips).
 	roundTrips atomic.Int64
 	closed     atomic.Bool
+	// wanted remembers which locks this Backend was last asked for, and when (see Session
+	// semantics above).
+	wanted wantedLocks
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -169,6 +183,9 @@ func New(cfg Config, opts ...Option) (*Backend, error) {
 	}
 	for _, opt := range opts {
 		opt(b)
+	}
+	if b.clock != nil {
+		b.wanted.since = b.clock.Now()
 	}
 
 	switch {

@@ -331,6 +331,76 @@ func TestRenewDeletesExpiredLocksOfTheSession(t *testing.T) {
 	g.Expect(err).To(MatchError(backends.ErrNotHeld))
 }
 
+// Replicas share the session, so a lock taken by a deposed leader in the moment before it
+// noticed (for a claim the new leader had already let go) would be kept alive by the new leader's
+// renewals for ever, and every claim queued on it would wait for ever: the reliability harness
+// found this after a leader pause. The session keeps such a lock for one TTL from the new
+// leader's start (time to resume its predecessor's holds), then lets it expire.
+func TestSessionLetsLocksNobodyAsksForExpire(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := newClient(t)
+	ns := newNamespace(t, c)
+	clock := clocktesting.NewFakeClock(time.Now())
+	const ttl = 5 * time.Second
+	deposed := newBackend(t, c, ns, "session", k8sbackend.WithClock(clock))
+	leader := newBackend(t, c, ns, "session", k8sbackend.WithClock(clock))
+
+	mine, err := leader.TryAcquire(ctx, "mine", "b", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = deposed.TryAcquire(ctx, "orphan", "ghost", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = deposed.TryAcquire(ctx, "resumed-late", "c", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	held := []backends.Lease{mine} // what the leader's Renewer tracks
+	renew := func() {
+		t.Helper()
+		clock.Step(2 * time.Second) // a little more often than every ttl/3
+		renewed, lost, err := leader.Renew(ctx, held, ttl)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lost).To(BeEmpty())
+		g.Expect(renewed).To(HaveLen(len(held)))
+		held = renewed
+	}
+	// Within a TTL of the leader's start the session keeps every lock alive, asked for or not.
+	for range 2 {
+		renew()
+	}
+	orphan, err := leader.Inspect(ctx, "orphan")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(orphan.ExpireTime).To(BeTemporally(">", clock.Now().Add(ttl-time.Second)), "extended by the session")
+	g.Expect(getLease(t, c, ns, k8sbackend.LeaseName("orphan")).Labels).To(HaveKeyWithValue(k8sbackend.SessionLabel, "session"))
+
+	// The first renewal after that takes the locks nobody asked for out of the session, with
+	// their expiry unchanged.
+	renew()
+	detached := getLease(t, c, ns, k8sbackend.LeaseName("orphan"))
+	g.Expect(detached.Labels).NotTo(HaveKey(k8sbackend.SessionLabel))
+	again, err := leader.Inspect(ctx, "orphan")
+	g.Expect(err).NotTo(HaveOccurred(), "still held until its expiry")
+	g.Expect(again.ExpireTime).To(BeTemporally("==", orphan.ExpireTime))
+
+	// A holder that takes its lock up again before it expires keeps it.
+	resumed, err := leader.TryAcquire(ctx, "resumed-late", "c", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	held = append(held, resumed)
+
+	for range 6 {
+		renew()
+	}
+	_, err = leader.Inspect(ctx, "orphan")
+	g.Expect(err).To(MatchError(backends.ErrNotHeld), "nobody renews it, so it expired")
+	taken, err := leader.TryAcquire(ctx, "orphan", "next", ttl)
+	g.Expect(err).NotTo(HaveOccurred(), "the next holder gets it")
+	g.Expect(taken.Identity).To(Equal("next"))
+
+	for _, key := range []string{"mine", "resumed-late"} {
+		_, err := leader.Inspect(ctx, key)
+		g.Expect(err).NotTo(HaveOccurred(), "%s is asked for and stays held", key)
+	}
+}
+
 // A lock that expires while the session write is in flight may have been taken in between (a
 // takeover does not see the session write), so Renew reports it lost and deletes it.
 func TestRenewReportsLocksThatExpireDuringTheWrite(t *testing.T) {

@@ -46,6 +46,7 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	first := b.hold(nil, key, identity, ttl, now, false)
 	switch err := b.create(ctx, first); {
 	case err == nil:
+		b.wanted.note(key, identity, now)
 		return leaseOf(key, first, expireTime(first, nil), ttl), nil
 	case !apierrors.IsAlreadyExists(err):
 		return backends.Lease{}, fmt.Errorf("acquire %q: %w", key, err)
@@ -71,6 +72,7 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 		}
 		switch {
 		case err == nil:
+			b.wanted.note(key, identity, now)
 			return leaseOf(key, next, expireTime(next, nil), ttl), nil
 		case !lostRace(err):
 			return backends.Lease{}, fmt.Errorf("acquire %q: %w", key, err)

@@ -70,6 +70,11 @@ type pending struct {
 
 func (b *Backend) renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	start := b.clock.Now()
+	asked := map[string]bool{}
+	for _, l := range leases {
+		b.wanted.note(l.Key, l.Identity, start)
+		asked[LeaseName(l.Key)] = true
+	}
 	seen, err := b.view(ctx, client.MatchingLabels{SessionLabel: b.session})
 	if err != nil {
 		return nil, nil, err
@@ -106,13 +111,22 @@ func (b *Backend) renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	// Delete this session's expired locks, asked about or not, before the session write below
 	// could revive them.
 	ours := seen.sessionLocks(b.session)
+	inSession := map[string]bool{}
 	for _, lock := range ours {
+		inSession[lock.Name] = true
 		if !start.Before(seen.expireTime(lock)) {
 			if err := b.remove(ctx, lock); err != nil && !lostRace(err) {
 				return nil, nil, err
 			}
 		}
 	}
+	// Nor must it extend, for ever, a held lock that nobody asks for any more.
+	for _, lock := range ours {
+		if expire := seen.expireTime(lock); !asked[lock.Name] && start.Before(expire) && !b.wanted.wants(lock, start) {
+			b.detach(ctx, lock, expire)
+		}
+	}
+	b.wanted.forgetAllBut(inSession, start)
 
 	for _, p := range byLock {
 		l, held, err := b.refresh(ctx, p, ttl)
@@ -154,6 +168,26 @@ func (b *Backend) renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		}
 	}
 	return renewed, lost, nil
+}
+
+// detach takes lock, which expires at expire, out of the session without changing its expiry:
+// later session renewals no longer extend it, so it expires unless a holder takes it up again. A
+// failure is only logged: the lock stays in the session and the next renewal tries again, and a
+// lost race means that someone wrote the lock since, which is asking for it.
+func (b *Backend) detach(ctx context.Context, lock *coordinationv1.Lease, expire time.Time) {
+	next := lock.DeepCopy()
+	delete(next.Labels, SessionLabel)
+	last := expire.Add(-time.Duration(ptr.Deref(lock.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(last))
+	err := b.update(ctx, next)
+	log := logf.FromContext(ctx)
+	switch {
+	case err == nil:
+		log.Info("Stopped renewing a lock that nobody asked for within its TTL; it expires unless its holder takes it up again",
+			"lease", klog.KObj(lock), "holder", holderOf(lock), "expireTime", expire)
+	case !lostRace(err):
+		log.Error(err, "Could not take a lock that nobody asks for out of the session; trying again at the next renewal", "lease", klog.KObj(lock))
+	}
 }
 
 // refresh renews one lease with its own compare-and-swap UPDATE, moving it into this session
