@@ -40,6 +40,10 @@ const (
 	// EndSilentDeath: the claimant stopped without a word; later its pod was marked Failed, as
 	// a kubelet would after the container died.
 	EndSilentDeath EndKind = "silent-death"
+	// EndHang: the claimant stopped (as after SIGSTOP) for one to two TTLs with its pod alive,
+	// then went on (SIGCONT): one more write with its token, then it deleted its claim. A pod
+	// that lives keeps its lock, so the hold must outlast the hang unless a fault took it.
+	EndHang EndKind = "hang"
 )
 
 // Grant is one claim's life on a lock, as the harness saw it through a watch on the real API
@@ -65,6 +69,9 @@ type Grant struct {
 	Phase, Reason, Message string
 	// Pending says the claim was still waiting at the end of the run.
 	Pending bool
+	// HeldThroughHang says, for End == EndHang, that the claim was still Held when the hang
+	// ended.
+	HeldThroughHang bool
 }
 
 // CheckTokens checks S2 over the grants of every lock, in the order they were observed: each
@@ -127,8 +134,12 @@ func CheckExclusion(grants []Grant) []string {
 // Liveness sums up how fast locks changed hands and what was left waiting.
 type Liveness struct {
 	// Handoffs are the latencies from a holder's end (release, pod deletion, pod marked Failed)
-	// to the next waiter observed Held, for ends at which a waiter was queued.
-	Handoffs []time.Duration
+	// to the next waiter observed Held, for ends at which a waiter was queued; HandoffsAfter
+	// splits them by the way the hold ended (a hang ends with a release).
+	Handoffs      []time.Duration
+	HandoffsAfter map[EndKind][]time.Duration
+	// Hangs counts holds that ended with a hang, and HeldThroughHangs those still Held after it.
+	Hangs, HeldThroughHangs int
 	// Stuck lists the claims still Pending at the end of the run.
 	Stuck []string
 	// Lost counts holds that ended in phase Lost rather than by the claimant's end.
@@ -137,10 +148,16 @@ type Liveness struct {
 
 // ComputeLiveness measures handoff latency and lists stuck claims.
 func ComputeLiveness(grants []Grant) Liveness {
-	var l Liveness
+	l := Liveness{HandoffsAfter: map[EndKind][]time.Duration{}}
 	byLock := map[string][]Grant{}
 	for _, g := range grants {
 		byLock[g.Lock] = append(byLock[g.Lock], g)
+		if g.End == EndHang {
+			l.Hangs++
+			if g.HeldThroughHang {
+				l.HeldThroughHangs++
+			}
+		}
 		if g.Pending {
 			l.Stuck = append(l.Stuck, g.Lock+"/"+g.Claim)
 		}
@@ -166,11 +183,20 @@ func ComputeLiveness(grants []Grant) Liveness {
 				}
 			}
 			if next != nil {
-				l.Handoffs = append(l.Handoffs, next.Acquired.Sub(h.EndAt))
+				d := next.Acquired.Sub(h.EndAt)
+				l.Handoffs = append(l.Handoffs, d)
+				kind := h.End
+				if kind == EndHang {
+					kind = EndRelease
+				}
+				l.HandoffsAfter[kind] = append(l.HandoffsAfter[kind], d)
 			}
 		}
 	}
 	slices.Sort(l.Handoffs)
+	for _, ds := range l.HandoffsAfter {
+		slices.Sort(ds)
+	}
 	slices.Sort(l.Stuck)
 	return l
 }

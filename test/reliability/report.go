@@ -90,18 +90,28 @@ func ttlMultiple(d, ttl time.Duration) string {
 // Table renders results as a Markdown table.
 func Table(results []Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | backend | seed | faults | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes accepted (unfenced) | interleaved sections (unfenced) | lost holds | held samples | handoffs | handoff p50 / p99 / max | p99 ×TTL | stuck | orphans | valid | duration |\n")
-	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|--:|\n")
+	b.WriteString("| scenario | backend | seed | faults | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes accepted (unfenced) | interleaved sections (unfenced) | lost holds | held samples | hangs held through | handoffs | handoff after release: n, p50 / p99 / max | after pod deletion | after silent death | p99 ×TTL | stuck | orphans | valid | duration |\n")
+	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|--:|--:|---|--:|\n")
 	for _, r := range results {
-		h := r.Liveness.Handoffs
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %s / %s / %s | %s | %d | %d | %v | %s |\n",
+		l := r.Liveness
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %d/%d | %d | %s | %s | %s | %s | %d | %d | %v | %s |\n",
 			r.Scenario, r.Backend, r.Seed, r.Faults, r.Grants, r.Writes, r.Safety(), r.Linearizable,
-			r.Rejected, r.ShadowStale, r.ShadowOverlaps, r.Lost, r.HeldSamples, len(h),
-			round(Percentile(h, 50)), round(Percentile(h, 99)), round(Percentile(h, 100)),
-			ttlMultiple(Percentile(h, 99), r.TTL), len(r.Liveness.Stuck), len(r.Orphans), r.Valid && len(r.Unmet()) == 0,
+			r.Rejected, r.ShadowStale, r.ShadowOverlaps, r.Lost, r.HeldSamples,
+			l.HeldThroughHangs, l.Hangs, len(l.Handoffs),
+			latencies(l.HandoffsAfter[EndRelease]), latencies(l.HandoffsAfter[EndPodDelete]), latencies(l.HandoffsAfter[EndSilentDeath]),
+			ttlMultiple(Percentile(l.Handoffs, 99), r.TTL), len(l.Stuck), len(r.Orphans), r.Valid && len(r.Unmet()) == 0,
 			r.Duration.Round(time.Second))
 	}
 	return b.String()
+}
+
+// latencies renders sorted handoff latencies as "n: p50 / p99 / max".
+func latencies(sorted []time.Duration) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d: %s / %s / %s", len(sorted),
+		round(Percentile(sorted, 50)), round(Percentile(sorted, 99)), round(Percentile(sorted, 100)))
 }
 
 func round(d time.Duration) string {

@@ -282,8 +282,28 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	}
 	cl.zombie(rec, name, token, write)
 
-	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath}[cl.rng.IntN(5)]
+	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath, EndHang}[cl.rng.IntN(6)]
 	switch end {
+	case EndHang:
+		// SIGSTOP with the pod alive: nothing for one to two TTLs. Then SIGCONT: the process goes
+		// on where it stopped, with the token it had (the fenced register rejects it if the lock
+		// moved on meanwhile), and finishes by releasing.
+		hang := cl.ttl + time.Duration(cl.rng.Int64N(int64(cl.ttl)))
+		select {
+		case <-time.After(hang):
+		case <-cl.drain:
+		}
+		held := true
+		select {
+		case <-rec.ended:
+			held = false
+		default:
+		}
+		write()
+		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt, g.HeldThroughHang = end, time.Now(), held })
+		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+			cl.errs("deleting claim %s: %v", name, err)
+		}
 	case EndRelease:
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
 		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
