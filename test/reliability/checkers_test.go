@@ -184,6 +184,18 @@ func TestLiveness(t *testing.T) {
 	if l.Lost != 1 || len(l.Stuck) != 0 {
 		t.Fatalf("lost %d stuck %v", l.Lost, l.Stuck)
 	}
+	if after := l.HandoffsAfter; len(after[EndRelease]) != 1 || len(after[EndPodDelete]) != 1 || len(after[EndSilentDeath]) != 0 {
+		t.Fatalf("handoffs by end: %v", after)
+	}
+	// A hang ends with a release: its handoff counts as one; a hang that lost its hold counts
+	// as a hang not held through.
+	hangs := []Grant{
+		{Lock: "ns/h", Claim: "a", Created: at(0), Acquired: at(10), Token: 1, End: EndHang, EndAt: at(100), Released: at(105), HeldThroughHang: true},
+		{Lock: "ns/h", Claim: "b", Created: at(50), Acquired: at(130), Token: 2, End: EndHang, EndAt: at(300), Released: at(200), Lost: true},
+	}
+	if l := ComputeLiveness(hangs); l.Hangs != 2 || l.HeldThroughHangs != 1 || len(l.HandoffsAfter[EndRelease]) != 1 || l.HandoffsAfter[EndRelease][0] != 30*time.Millisecond {
+		t.Fatalf("hangs %d held through %d, handoffs by end %v", l.Hangs, l.HeldThroughHangs, l.HandoffsAfter)
+	}
 	stuck := append(goodGrants(), Grant{Lock: "ns/m", Claim: "e", Created: at(20), Pending: true})
 	if l := ComputeLiveness(stuck); len(l.Stuck) != 1 || l.Stuck[0] != "ns/m/e" {
 		t.Fatalf("a claim still pending is not reported stuck: %v", l.Stuck)

@@ -72,23 +72,33 @@ const (
 type faultKind string
 
 const (
-	faultLeaderKill     faultKind = "leader-kill"     // SIGKILL the leader, restart it at heal
-	faultLeaderPause    faultKind = "leader-pause"    // SIGSTOP the leader longer than the LE lease
-	faultAPIRefuse      faultKind = "api-refuse"      // partition leader→API server, resetting
-	faultAPIBlackhole   faultKind = "api-blackhole"   // partition leader→API server, stalling
-	faultAPILatency     faultKind = "api-latency"     // 300 ms each way on leader→API server
-	faultRedisRestart   faultKind = "redis-restart"   // SIGKILL Redis, restart it empty at heal
-	faultRedisPause     faultKind = "redis-pause"     // SIGSTOP Redis
-	faultRedisBlackhole faultKind = "redis-blackhole" // partition managers→Redis, stalling
-	faultRedisRefuse    faultKind = "redis-refuse"    // partition managers→Redis, resetting
-	faultEtcdRestart    faultKind = "etcd-restart"    // SIGKILL the etcd member, restart it (with its data) at heal
-	faultEtcdBlackhole  faultKind = "etcd-blackhole"  // partition managers→etcd, stalling
-	faultEtcdRefuse     faultKind = "etcd-refuse"     // partition managers→etcd, resetting
-	faultRedisLatency   faultKind = "redis-latency"   // 100 ms each way on managers→Redis
-	faultEtcdLatency    faultKind = "etcd-latency"    // 100 ms each way on managers→etcd
-	faultLockRecreate   faultKind = "lock-recreate"   // delete lock-0, re-create it with the same name at heal
-	faultClockForward   faultKind = "clock-forward"   // step the leader's clock 2×TTL ahead, back at heal
-	faultClockBack      faultKind = "clock-back"      // step the leader's clock 2×TTL behind, back at heal
+	faultLeaderKill     faultKind = "leader-kill"         // SIGKILL the leader, restart it at heal
+	faultLeaderPause    faultKind = "leader-pause"        // SIGSTOP the leader longer than the LE lease
+	faultAPIRefuse      faultKind = "api-refuse"          // partition leader→API server, resetting
+	faultAPIBlackhole   faultKind = "api-blackhole"       // partition leader→API server, stalling
+	faultAPILatency     faultKind = "api-latency"         // 300 ms each way on leader→API server
+	faultRedisRestart   faultKind = "redis-restart"       // SIGKILL Redis, restart it empty at heal
+	faultRedisPause     faultKind = "redis-pause"         // SIGSTOP Redis
+	faultRedisBlackhole faultKind = "redis-blackhole"     // partition managers→Redis, stalling
+	faultRedisRefuse    faultKind = "redis-refuse"        // partition managers→Redis, resetting
+	faultEtcdRestart    faultKind = "etcd-restart"        // SIGKILL the etcd member, restart it (with its data) at heal
+	faultEtcdBlackhole  faultKind = "etcd-blackhole"      // partition managers→etcd, stalling
+	faultEtcdRefuse     faultKind = "etcd-refuse"         // partition managers→etcd, resetting
+	faultRedisLatency   faultKind = "redis-latency"       // 100 ms each way on managers→Redis
+	faultEtcdLatency    faultKind = "etcd-latency"        // 100 ms each way on managers→etcd
+	faultZKRestart      faultKind = "zookeeper-restart"   // SIGKILL ZooKeeper, restart it (with its data) at heal
+	faultZKBlackhole    faultKind = "zookeeper-blackhole" // partition managers→ZooKeeper, stalling
+	faultPGRestart      faultKind = "postgresql-restart"  // SIGKILL PostgreSQL, restart it (with its data) at heal
+	faultPGBlackhole    faultKind = "postgresql-blackhole"
+	faultMariaRestart   faultKind = "mariadb-restart" // SIGKILL MariaDB, restart it (with its data) at heal
+	faultMariaBlackhole faultKind = "mariadb-blackhole"
+	// Redlock: three independent Redis nodes, each behind its own proxy.
+	faultRedlockNodeRestart       faultKind = "redlock-node-restart"       // SIGKILL one node, restart it empty at heal
+	faultRedlockNodeBlackhole     faultKind = "redlock-node-blackhole"     // partition managers→one node
+	faultRedlockMajorityBlackhole faultKind = "redlock-majority-blackhole" // partition managers→two of the three nodes
+	faultLockRecreate             faultKind = "lock-recreate"              // delete lock-0, re-create it with the same name at heal
+	faultClockForward             faultKind = "clock-forward"              // step the leader's clock 2×TTL ahead, back at heal
+	faultClockBack                faultKind = "clock-back"                 // step the leader's clock 2×TTL behind, back at heal
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -100,6 +110,21 @@ var backendFaults = map[faultKind]string{
 	faultRedisRestart: "redis", faultRedisPause: "redis", faultRedisBlackhole: "redis", faultRedisRefuse: "redis",
 	faultRedisLatency: "redis",
 	faultEtcdRestart:  "etcd", faultEtcdBlackhole: "etcd", faultEtcdRefuse: "etcd", faultEtcdLatency: "etcd",
+	faultZKRestart: "zookeeper", faultZKBlackhole: "zookeeper",
+	faultPGRestart: "postgresql", faultPGBlackhole: "postgresql",
+	faultMariaRestart: "mariadb", faultMariaBlackhole: "mariadb",
+	faultRedlockNodeRestart: "redlock", faultRedlockNodeBlackhole: "redlock", faultRedlockMajorityBlackhole: "redlock",
+}
+
+// staleFault is the fault that cuts the holders of a stale-writer scenario off: a partition of
+// the managers' link to the backend, or a pause of the leader for the built-in backend (which
+// lives behind the API link).
+func staleFault(backend string) faultKind {
+	return map[string]faultKind{
+		"kubernetes": faultLeaderPause, "redis": faultRedisBlackhole, "etcd": faultEtcdBlackhole,
+		"zookeeper": faultZKBlackhole, "postgresql": faultPGBlackhole, "mariadb": faultMariaBlackhole,
+		"redlock": faultRedlockMajorityBlackhole,
+	}[backend]
 }
 
 // faultsOf lists the faults of one backend, sorted.
@@ -134,7 +159,7 @@ func (f fault) String() string {
 // timings), or random kinds drawn from the seed.
 type scenario struct {
 	name     string
-	backend  string // "kubernetes", "redis" or "etcd"
+	backend  string // "kubernetes", "redis", "etcd", "zookeeper", "postgresql", "mariadb" or "redlock"
 	replicas int
 	kinds    []faultKind // the faults, in order; nil with random > 0 draws them
 	random   int         // draw 1..random faults from the seed
@@ -182,40 +207,42 @@ func smokeScenarios() []scenario {
 
 func fullScenarios() []scenario {
 	var out []scenario
-	managerKinds := []faultKind{faultLeaderKill, faultLeaderPause, faultAPIRefuse, faultAPIBlackhole, faultAPILatency,
-		faultClockForward, faultClockBack}
-	for _, backend := range []string{"kubernetes", "redis", "etcd"} {
+	// The manager faults act on the controller, whatever the backend; they run in full on the
+	// built-in backend (whose lock expiry the manager's clock decides), in part on the others.
+	managerKinds := map[string][]faultKind{
+		"kubernetes": {faultLeaderKill, faultLeaderPause, faultAPIBlackhole, faultAPILatency, faultClockForward, faultClockBack},
+		"redis":      {faultLeaderKill, faultLeaderPause, faultAPIRefuse},
+		"etcd":       {faultLeaderKill, faultAPIBlackhole},
+		// A new leader resumes holds that another process's session made.
+		"zookeeper": {faultLeaderKill},
+	}
+	for _, backend := range []string{"kubernetes", "redis", "etcd", "zookeeper", "postgresql", "mariadb", "redlock"} {
 		// No fault, so no hold may be lost: a hang (the pod alive) must keep its lock too.
 		out = append(out, scenario{name: "baseline", backend: backend, replicas: 1, noLoss: true, workload: 40 * time.Second})
-		kinds := managerKinds
-		if backend == "etcd" {
-			kinds = []faultKind{faultLeaderKill, faultLeaderPause, faultAPIBlackhole}
-		}
-		kinds = append(slices.Clip(kinds), faultsOf(backend)...)
+		kinds := append(slices.Clip(managerKinds[backend]), faultsOf(backend)...)
 		for _, k := range kinds {
 			replicas := 1
 			if k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole {
 				replicas = 2
 			}
-			out = append(out, scenario{name: string(k), backend: backend, replicas: replicas, kinds: []faultKind{k}, workload: 45 * time.Second})
+			// One Redlock node of three down leaves a majority: no hold may be lost to it.
+			noLoss := k == faultRedlockNodeRestart || k == faultRedlockNodeBlackhole
+			out = append(out, scenario{name: string(k), backend: backend, replicas: replicas, kinds: []faultKind{k}, noLoss: noLoss, workload: 45 * time.Second})
 		}
 		// A holder cut off (by a pause of the leader, or a partition of the backend) while it
 		// writes: fencing must reject it.
-		stale := faultLeaderPause
-		switch backend {
-		case "redis":
-			stale = faultRedisBlackhole
-		case "etcd":
-			stale = faultEtcdBlackhole
-		}
+		stale := staleFault(backend)
 		replicas := 1
 		if stale == faultLeaderPause {
 			replicas = 2
 		}
 		out = append(out, scenario{name: "stale-writer", backend: backend, replicas: replicas, kinds: []faultKind{stale}, staleWriter: true, workload: 30 * time.Second})
-		// Tokens across deletion and re-creation of a lock.
-		out = append(out, scenario{name: "lock-recreate", backend: backend, replicas: 1, kinds: []faultKind{faultLockRecreate}, workload: 40 * time.Second})
-		if backend != "etcd" {
+		if backend == "kubernetes" || backend == "redis" {
+			// Tokens across deletion and re-creation of a lock (the token logic is the
+			// controller's, the same on every backend).
+			out = append(out, scenario{name: "lock-recreate", backend: backend, replicas: 1, kinds: []faultKind{faultLockRecreate}, workload: 40 * time.Second})
+		}
+		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
 		}
 	}
@@ -300,6 +327,8 @@ func TestReliability(t *testing.T) {
 		srv.etcdClient = c
 	}
 
+	srv.startOthers(t, needs)
+
 	var results []Result
 	for i, s := range scenarios {
 		id := s.id()
@@ -342,13 +371,16 @@ type servers struct {
 	redisClient *goredis.Client
 	etcd        *etcdtest.Member
 	etcdClient  *clientv3.Client
+	otherServers
 }
 
 // backendEnv is one scenario's lock store: the proxy the managers reach it through (nil for the
-// built-in backend, which lives behind each manager's API link) and the harness's direct reader.
+// built-in backend, which lives behind each manager's API link; for Redlock, nodeProxies has one
+// per node) and the harness's direct reader.
 type backendEnv struct {
-	proxy  *faultproxy.Proxy
-	reader backendReader
+	proxy       *faultproxy.Proxy
+	nodeProxies []*faultproxy.Proxy
+	reader      backendReader
 }
 
 // setupBackend creates the scenario's LockBackend (named after its namespace) behind a fresh
@@ -364,7 +396,7 @@ func setupBackend(ctx context.Context, t *testing.T, e *env, srv *servers, s sce
 	case "etcd":
 		upstream = strings.TrimPrefix(srv.etcd.Endpoint(), "http://")
 	default:
-		t.Fatalf("unknown backend %q", s.backend)
+		return setupOtherBackend(ctx, t, e, srv, s, ns)
 	}
 	proxy, err := faultproxy.New(upstream)
 	if err != nil {
@@ -795,7 +827,32 @@ func runFaults(fc faultContext, plan []fault) []string {
 		case faultEtcdRestart:
 			fc.srv.etcd.Kill()
 			heal = fc.srv.etcd.Restart
-		case faultRedisBlackhole, faultEtcdBlackhole:
+		case faultZKRestart:
+			fc.srv.zk.Kill()
+			heal = fc.srv.zk.Restart
+		case faultPGRestart:
+			fc.srv.postgres.Kill()
+			heal = fc.srv.postgres.Restart
+		case faultMariaRestart:
+			fc.srv.mariadb.Kill()
+			heal = fc.srv.mariadb.Restart
+		case faultRedlockNodeRestart:
+			fc.srv.redlock[0].Kill()
+			heal = fc.srv.redlock[0].Restart
+		case faultRedlockNodeBlackhole, faultRedlockMajorityBlackhole:
+			cut := fc.be.nodeProxies[:1]
+			if f.kind == faultRedlockMajorityBlackhole {
+				cut = fc.be.nodeProxies[:2]
+			}
+			for _, p := range cut {
+				p.Partition(faultproxy.Blackhole)
+			}
+			heal = func() {
+				for _, p := range cut {
+					p.Heal()
+				}
+			}
+		case faultRedisBlackhole, faultEtcdBlackhole, faultZKBlackhole, faultPGBlackhole, faultMariaBlackhole:
 			fc.be.proxy.Partition(faultproxy.Blackhole)
 			heal = fc.be.proxy.Heal
 		case faultRedisRefuse, faultEtcdRefuse:

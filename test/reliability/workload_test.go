@@ -283,14 +283,16 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	cl.zombie(rec, name, token, write)
 
 	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath, EndHang}[cl.rng.IntN(6)]
+	hang := cl.ttl + time.Duration(cl.rng.Int64N(int64(cl.ttl)))
 	switch end {
 	case EndHang:
 		// SIGSTOP with the pod alive: nothing for one to two TTLs. Then SIGCONT: the process goes
 		// on where it stopped, with the token it had (the fenced register rejects it if the lock
-		// moved on meanwhile), and finishes by releasing.
-		hang := cl.ttl + time.Duration(cl.rng.Int64N(int64(cl.ttl)))
+		// moved on meanwhile), and finishes by releasing. Once the workload stops, a hang ends
+		// at once, so that the queue drains within the convergence window.
 		select {
 		case <-time.After(hang):
+		case <-cl.stopNew:
 		case <-cl.drain:
 		}
 		held := true
