@@ -818,27 +818,13 @@ func runFaults(fc faultContext, plan []fault) []string {
 			leader.api.SetLatency(faultproxy.Upstream, 300*time.Millisecond)
 			leader.api.SetLatency(faultproxy.Downstream, 300*time.Millisecond)
 			heal = leader.api.Heal
-		case faultRedisRestart:
-			fc.srv.redis.Kill()
-			heal = fc.srv.redis.Restart
+		case faultRedisRestart, faultEtcdRestart, faultZKRestart, faultPGRestart, faultMariaRestart, faultRedlockNodeRestart:
+			server := fc.srv.restartTarget(f.kind)
+			server.Kill()
+			heal = server.Restart
 		case faultRedisPause:
 			fc.srv.redis.Pause()
 			heal = fc.srv.redis.Resume
-		case faultEtcdRestart:
-			fc.srv.etcd.Kill()
-			heal = fc.srv.etcd.Restart
-		case faultZKRestart:
-			fc.srv.zk.Kill()
-			heal = fc.srv.zk.Restart
-		case faultPGRestart:
-			fc.srv.postgres.Kill()
-			heal = fc.srv.postgres.Restart
-		case faultMariaRestart:
-			fc.srv.mariadb.Kill()
-			heal = fc.srv.mariadb.Restart
-		case faultRedlockNodeRestart:
-			fc.srv.redlock[0].Kill()
-			heal = fc.srv.redlock[0].Restart
 		case faultRedlockNodeBlackhole, faultRedlockMajorityBlackhole:
 			cut := fc.be.nodeProxies[:1]
 			if f.kind == faultRedlockMajorityBlackhole {

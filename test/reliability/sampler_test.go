@@ -215,7 +215,10 @@ func (s *sampler) once(ctx context.Context) {
 			st.ExpireTime = cl.Status.ExpireTime.Time
 		}
 		snap.Claims = append(snap.Claims, st)
-		if !st.Held {
+		// A claim being deleted has been given up (its holder deleted it, or its pod is gone): the
+		// controller releases the backend key before it writes the claim's end, and a leader
+		// paused between the two leaves it Held with the key free until the next leader's pass.
+		if !st.Held || cl.DeletionTimestamp != nil {
 			continue
 		}
 		view := s.reader.read(ctx, "lockwarden/"+s.ns+"/"+cl.Spec.LockName)

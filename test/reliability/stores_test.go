@@ -82,6 +82,32 @@ func (srv *servers) startOthers(t *testing.T, needs map[string]bool) {
 	}
 }
 
+// restartable is a server that a restart fault SIGKILLs and starts again at heal (with its data,
+// or empty for Redis, which runs without persistence).
+type restartable interface {
+	Kill()
+	Restart()
+}
+
+// restartTarget returns the server that the restart fault k hits: for Redlock, the first node.
+func (srv *servers) restartTarget(k faultKind) restartable {
+	switch k {
+	case faultRedisRestart:
+		return srv.redis
+	case faultEtcdRestart:
+		return srv.etcd
+	case faultZKRestart:
+		return srv.zk
+	case faultPGRestart:
+		return srv.postgres
+	case faultMariaRestart:
+		return srv.mariadb
+	case faultRedlockNodeRestart:
+		return srv.redlock[0]
+	}
+	panic("not a restart fault: " + string(k))
+}
+
 // quietZKLogger drops the ZooKeeper client's log lines (reconnects while the server is down are
 // expected).
 type quietZKLogger struct{}
