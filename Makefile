@@ -80,7 +80,7 @@ test-reliability-smoke: ## The reliability harness's short smoke set (faults, fe
 	hack/test-reliability.sh smoke
 
 .PHONY: test-reliability
-test-reliability: ## The reliability harness's full matrix; writes the results table into docs/reliability.md.
+test-reliability: ## The reliability harness's full matrix (48 scenarios, about 45 minutes); writes the results table into docs/reliability.md.
 	hack/test-reliability.sh full
 
 ##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)
