@@ -851,9 +851,6 @@ func (r *LockClaimReconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
 	r.Recorder.Eventf(claim, nil, eventType, reason, string(claim.Status.Phase), "%s", message)
 }
 
-// SetupWithManager wires the claim controller's watches: its own claims, their locks, their
-// sibling claims (a release wakes the next in line), their pods (a dead holder is released at
-// once), and the Renewer's lost holds.
 // maxRetryDelay caps how long a claim whose pass failed waits before the next try. The default
 // cap (1000 s) is far too long here: a waiter at the head of its queue whose backend was down for
 // ten seconds would otherwise sleep for most of a minute after the backend came back, with the
@@ -872,6 +869,9 @@ func claimRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	)
 }
 
+// SetupWithManager wires the claim controller's watches: its own claims, their locks, their
+// sibling claims (a release wakes the next in line), their pods (a dead holder is released at
+// once), and the Renewer's lost holds.
 func (r *LockClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
