@@ -127,21 +127,29 @@ func (r zkReader) held(ctx context.Context, prefix string) ([]BackendKey, error)
 	case err != nil:
 		return nil, err
 	}
-	var out []BackendKey
+	var keys []string
 	for _, name := range names {
 		if strings.HasPrefix(name, zookeeper.PingNodePrefix) {
 			continue
 		}
-		key, err := url.PathUnescape(name)
-		if err != nil || !strings.HasPrefix(key, prefix) {
-			continue
+		if key, err := url.PathUnescape(name); err == nil && strings.HasPrefix(key, prefix) {
+			keys = append(keys, key)
 		}
-		v := r.read(ctx, key)
+	}
+	return readHeld(ctx, r, "zookeeper", keys)
+}
+
+// readHeld reads keys through r and returns those held. A key r cannot read fails the listing:
+// a partial answer would let the orphan check pass on what it never saw.
+func readHeld(ctx context.Context, r backendReader, backend string, keys []string) ([]BackendKey, error) {
+	var out []BackendKey
+	for _, k := range keys {
+		v := r.read(ctx, k)
 		switch {
 		case !v.Known:
-			return nil, fmt.Errorf("zookeeper: reading %q: no answer", key)
+			return nil, fmt.Errorf("%s: reading %q: no answer", backend, k)
 		case v.Held:
-			out = append(out, BackendKey{Key: key, Holder: v.Holder})
+			out = append(out, BackendKey{Key: k, Holder: v.Holder})
 		}
 	}
 	return out, nil
@@ -305,15 +313,5 @@ func (r redlockReader) held(ctx context.Context, prefix string) ([]BackendKey, e
 	if answered < r.quorum() {
 		return nil, fmt.Errorf("redlock: only %d of %d nodes listed their keys: %w", answered, len(r.nodes), errors.Join(errs...))
 	}
-	var out []BackendKey
-	for _, k := range keys {
-		v := r.read(ctx, k)
-		switch {
-		case !v.Known:
-			return nil, fmt.Errorf("redlock: reading %q: too few nodes answered", k)
-		case v.Held:
-			out = append(out, BackendKey{Key: k, Holder: v.Holder})
-		}
-	}
-	return out, nil
+	return readHeld(ctx, r, "redlock", keys)
 }

@@ -69,13 +69,7 @@ func (r redisReader) held(ctx context.Context, prefix string) ([]BackendKey, err
 	if err != nil {
 		return nil, err
 	}
-	var out []BackendKey
-	for _, k := range keys {
-		if v := r.read(ctx, k); v.Held {
-			out = append(out, BackendKey{Key: k, Holder: v.Holder})
-		}
-	}
-	return out, nil
+	return readHeld(ctx, r, "redis", keys)
 }
 
 // etcdReader: the key's value is the holder identity; the key lives as long as its etcd lease.
