@@ -80,6 +80,10 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	if err := checkMutants(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(2)
+	}
 	if err := run(opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Manager stopped")
 		os.Exit(1)

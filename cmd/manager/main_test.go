@@ -17,6 +17,9 @@ limitations under the License.
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +48,42 @@ func TestLeaderElectionTimings(t *testing.T) {
 		_, err := parseFlags(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%v) = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The deliberate bugs of mutation testing (internal/mutant) and the harness's pause points
+// (internal/failpoint) exist only in test builds. The shipped build must not carry a trace of
+// them; the tagged build is checked too, so that the test could fail.
+func TestShippedBinaryCarriesNoMutantsOrFailpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the manager twice")
+	}
+	markers := []string{"LOCKWARDEN_MUTANT", "LOCKWARDEN_FAILPOINT_FILE", "grant-unacquired", "release-unchecked"}
+	build := func(tags string) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "manager")
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", tags, "-o", out, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build -tags %q: %v\n%s", tags, err, msg)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	shipped := build("")
+	for _, m := range markers {
+		if strings.Contains(shipped, m) {
+			t.Errorf("the shipped manager contains %q", m)
+		}
+	}
+	tagged := build("mutants,failpoints")
+	for _, m := range markers {
+		if !strings.Contains(tagged, m) {
+			t.Errorf("the mutants,failpoints build lacks %q: this test would not notice a leak", m)
 		}
 	}
 }

@@ -48,8 +48,10 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/failpoint"
 	"github.com/lockwarden/lockwarden/internal/fencing"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
@@ -277,6 +279,8 @@ func (r *LockClaimReconciler) holderDead(ctx context.Context, s *claimScope, pod
 	c := s.claim
 	s.done = true
 	switch {
+	case isHeld(c) && mutant.Active(mutant.KeepDeadHolder):
+		return ctrl.Result{}, nil
 	case isHeld(c):
 		s.hold.Identity = c.Status.HolderIdentity
 		if err := r.release(ctx, s); err != nil {
@@ -447,6 +451,10 @@ func (r *LockClaimReconciler) acquire(ctx context.Context, s *claimScope) (ctrl.
 	}
 
 	lease, err := s.backend.TryAcquire(ctx, s.hold.Key, s.hold.Identity, s.ttl)
+	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
+		lease = backends.Lease{Key: s.hold.Key, Identity: s.hold.Identity, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
+		err = nil
+	}
 	var locked *backends.LockedError
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
@@ -552,6 +560,12 @@ func (r *LockClaimReconciler) writeToken(ctx context.Context, s *claimScope, loc
 		return 0, fmt.Errorf("DistributedLock %s is being deleted", lock.Name)
 	}
 	token := fencing.Next(lock.Status.FencingToken, lock.CreationTimestamp.Time)
+	switch last := lock.Status.FencingToken; {
+	case last > 0 && mutant.Active(mutant.TokenReuse):
+		token = last
+	case last > fencing.Seed(lock.CreationTimestamp.Time)+1 && mutant.Active(mutant.TokenLower):
+		token = last - 1
+	}
 	if h := lock.Status.Holder; h != nil && h.Identity == lease.Identity {
 		token = h.FencingToken
 	}
@@ -740,7 +754,7 @@ func (r *LockClaimReconciler) releaseOrphan(ctx context.Context, s *claimScope) 
 		return nil // another claim of this identity holds it and keeps it
 	}
 	lease, err := b.Inspect(ctx, hold.Key)
-	if err != nil || lease.Identity != identity {
+	if err != nil || (lease.Identity != identity && !mutant.Active(mutant.ReleaseUnchecked)) {
 		return nil // free, someone else's, or unknown: nothing of ours to release
 	}
 	if h := lock.Status.Holder; h != nil && h.Identity == identity && h.Claim != c.Name {
@@ -821,7 +835,17 @@ func (r *LockClaimReconciler) writeStatus(ctx context.Context, before, claim *lo
 	if !claim.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(claim, locksv1alpha1.Finalizer) {
 		return nil // released and let go: the object is gone
 	}
-	if err := r.Status().Patch(ctx, claim, client.MergeFrom(before)); err != nil {
+	if claim.Status.Phase == locksv1alpha1.ClaimHeld && before.Status.Phase != locksv1alpha1.ClaimHeld {
+		failpoint.Pause(failpoint.GrantStatus, claim.Namespace+"/"+claim.Name)
+	}
+	// The patch is preconditioned on the resourceVersion this pass read: a pass that worked from
+	// an outdated claim (a deposed leader waking up, a cache that lags) must not overwrite what a
+	// newer pass wrote, least of all bring an ended claim back to Held. A conflict re-reads.
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if mutant.Active(mutant.BlindStatus) {
+		patch = client.MergeFrom(before)
+	}
+	if err := r.Status().Patch(ctx, claim, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if before.Status.Phase != claim.Status.Phase && claim.DeletionTimestamp.IsZero() {

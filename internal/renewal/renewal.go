@@ -32,6 +32,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/mutant"
 )
 
 // Resolver returns the backend session for a LockBackend name.
@@ -263,6 +264,13 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 		renewed, lost, err = renewWithin(callCtx, backend, b.leases, b.ttl)
 	}
 	now := r.clock.Now()
+	if mutant.Active(mutant.RenewLost) {
+		for _, l := range lost {
+			l.ExpireTime = now.Add(b.ttl)
+			renewed = append(renewed, l)
+		}
+		lost = nil
+	}
 
 	var notify []types.NamespacedName
 	r.mu.Lock()

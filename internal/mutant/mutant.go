@@ -1,0 +1,51 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package mutant names the deliberate bugs that the reliability harness plants in a test build
+// of the manager to prove that its checkers can fail (mutation testing). A bug is switched on by
+// listing its name in the environment variable LOCKWARDEN_MUTANT of a manager built with the
+// mutants build tag; in every other build Active is a constant false, the compiler drops the
+// guarded code, and the shipped binary carries none of it (a test in cmd/manager checks).
+package mutant
+
+// Name is one deliberate bug.
+type Name string
+
+// The bugs, each one a way a lock service has gone wrong elsewhere. docs/reliability.md lists
+// which checker catches each.
+const (
+	// GrantUnacquired grants a claim although the backend refused the key (it is held by
+	// someone else): two holders.
+	GrantUnacquired Name = "grant-unacquired"
+	// TokenReuse issues the lock's last fencing token again instead of a new one.
+	TokenReuse Name = "token-reuse"
+	// TokenLower issues a token below the lock's last one.
+	TokenLower Name = "token-lower"
+	// KeepDeadHolder never releases a lock when its holder pod dies.
+	KeepDeadHolder Name = "keep-dead-holder"
+	// ReleaseUnchecked releases by plain delete, without checking that the key is still held by
+	// the releasing identity: it frees another holder's key.
+	ReleaseUnchecked Name = "release-unchecked"
+	// BlindStatus writes claim status without a resourceVersion precondition, so that a deposed
+	// leader's late write can bring an ended claim back to Held.
+	BlindStatus Name = "blind-status"
+	// RenewLost treats a lock the backend reports lost (expired, or given to someone else) as
+	// renewed.
+	RenewLost Name = "renew-lost"
+)
+
+// All lists every mutant, in the order the harness runs them.
+var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost}
