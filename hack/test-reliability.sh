@@ -17,9 +17,10 @@ cd "$(dirname "$0")/.."
 set_name=${1:-smoke}
 shift || true
 case "$set_name" in
-  smoke) timeout=10m; doc=() ;;
+  smoke) timeout=15m; doc=() ;;
+  mutants) timeout=20m; doc=() ;;
   full) timeout=70m; doc=(-doc "$PWD/docs/reliability.md") ;;
-  *) echo "usage: $0 [smoke|full]" >&2; exit 2 ;;
+  *) echo "usage: $0 [smoke|full|mutants]" >&2; exit 2 ;;
 esac
 
 KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh envtest-dir)"

@@ -57,8 +57,12 @@ type env struct {
 	cfg     *rest.Config
 	scheme  *runtime.Scheme
 	c       client.WithWatch
-	manager string // path of the built manager binary
+	manager string // path of the built manager binary (test clock, failpoints)
 	dir     string // scratch directory: kubeconfigs, manager logs
+
+	mutantOnce sync.Once
+	mutantBin  string // the same with the deliberate bugs of internal/mutant, built on first use
+	mutantErr  error
 }
 
 func startEnv(t *testing.T) *env {
@@ -91,12 +95,8 @@ func startEnv(t *testing.T) *env {
 	e.manager = os.Getenv("LOCKWARDEN_MANAGER")
 	if e.manager == "" {
 		e.manager = filepath.Join(e.dir, "manager")
-		// The testclock tag gives the manager a clock the clock-jump faults can step, through
-		// the file named by LOCKWARDEN_TEST_CLOCK_OFFSET_FILE.
-		build := exec.Command("go", "build", "-tags", "testclock", "-o", e.manager, "./cmd/manager")
-		build.Dir = filepath.Join("..", "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building the manager: %v\n%s", err, out)
+		if err := buildManager(e.manager, managerTags); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -121,6 +121,30 @@ func startEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// managerTags are the build tags of the manager under test: testclock gives it a clock the
+// clock-jump faults can step (through LOCKWARDEN_TEST_CLOCK_OFFSET_FILE), failpoints the pause
+// points a deposed-leader fault stops it at (through LOCKWARDEN_FAILPOINT_FILE). Neither changes
+// what it does unless those files say so.
+const managerTags = "testclock,failpoints"
+
+func buildManager(out, tags string) error {
+	build := exec.Command("go", "build", "-tags", tags, "-o", out, "./cmd/manager")
+	build.Dir = filepath.Join("..", "..")
+	if msg, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the manager with tags %s: %v\n%s", tags, err, msg)
+	}
+	return nil
+}
+
+// mutantManager returns the manager built with the mutants tag as well (internal/mutant).
+func (e *env) mutantManager() (string, error) {
+	e.mutantOnce.Do(func() {
+		e.mutantBin = filepath.Join(e.dir, "manager-mutants")
+		e.mutantErr = buildManager(e.mutantBin, managerTags+",mutants")
+	})
+	return e.mutantBin, e.mutantErr
 }
 
 // apiAddr is the API server's host:port.
@@ -154,7 +178,10 @@ type manager struct {
 	p     *proc.Process
 	log   string
 	clock string // the offset file of the manager's test clock (a Go duration; absent: none)
-	runID int    // bumped by every (re)start
+	// failpoint is the file that arms a pause point (internal/failpoint) and tells where the
+	// manager stopped.
+	failpoint string
+	runID     int // bumped by every (re)start
 
 	mu       sync.Mutex
 	down     bool  // a fault killed it; the fault's heal restarts it
@@ -165,7 +192,8 @@ type manager struct {
 	done     chan struct{}
 }
 
-func (e *env) startManager(t *testing.T, name string) *manager {
+// startManager starts one replica; a non-empty mutant runs the mutants build with that bug on.
+func (e *env) startManager(t *testing.T, name, mutant string) *manager {
 	t.Helper()
 	api, err := faultproxy.New(e.apiAddr())
 	if err != nil {
@@ -176,10 +204,17 @@ func (e *env) startManager(t *testing.T, name string) *manager {
 		t.Fatal(err)
 	}
 	m := &manager{name: name, api: api, log: filepath.Join(e.dir, name+".log"), clock: filepath.Join(e.dir, name+".clock"),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		failpoint: filepath.Join(e.dir, name+".failpoint"), stop: make(chan struct{}), done: make(chan struct{})}
+	bin, env := e.manager, append(os.Environ(), "LOCKWARDEN_TEST_CLOCK_OFFSET_FILE="+m.clock, "LOCKWARDEN_FAILPOINT_FILE="+m.failpoint)
+	if mutant != "" {
+		if bin, err = e.mutantManager(); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "LOCKWARDEN_MUTANT="+mutant)
+	}
 	m.p, err = proc.Start(proc.Spec{
-		Name: name, Path: e.manager, LogFile: m.log,
-		Env: append(os.Environ(), "LOCKWARDEN_TEST_CLOCK_OFFSET_FILE="+m.clock),
+		Name: name, Path: bin, LogFile: m.log,
+		Env: env,
 		Args: []string{"--kubeconfig", kc, "--leader-elect",
 			"--leader-election-namespace", controllerNamespace, "--secret-namespace", controllerNamespace,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"},
@@ -313,3 +348,43 @@ func waitLeader(ctx context.Context, managers []*manager, timeout time.Duration)
 func (m *manager) jumpClock(offset time.Duration) error {
 	return os.WriteFile(m.clock, []byte(offset.String()), 0o644)
 }
+
+// armFailpoint arms pause point p: the manager stops itself the next time it gets there.
+func (m *manager) armFailpoint(p string) error { return os.WriteFile(m.failpoint, []byte(p), 0o644) }
+
+// disarmFailpoint clears the pause point file.
+func (m *manager) disarmFailpoint() { _ = os.Remove(m.failpoint) }
+
+// stoppedAt says where the manager stopped itself ("" while it has not): the detail its pause
+// point reported, e.g. the claim whose grant it was about to write.
+func (m *manager) stoppedAt() string {
+	b, err := os.ReadFile(m.failpoint)
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 3 || fields[0] != "stopped" {
+		return ""
+	}
+	return fields[2]
+}
+
+// markStopped records that the manager is stopped (by its own failpoint), so that resume sends
+// SIGCONT.
+func (m *manager) markStopped() {
+	m.mu.Lock()
+	m.paused = true
+	m.mu.Unlock()
+}
+
+// logSince returns what the manager logged from byte offset off on.
+func (m *manager) logSince(off int64) string {
+	data, err := os.ReadFile(m.log)
+	if err != nil || int64(len(data)) < off {
+		return ""
+	}
+	return string(data[off:])
+}
+
+// logSize is the manager log's current size, an offset for logSince.
+func (m *manager) logSize() int64 { return fileSize(m.log) }

@@ -54,9 +54,14 @@ type Grant struct {
 	Lock, Claim string
 	// Created is when the claimant created the claim (the acquire call).
 	Created time.Time
-	// Acquired is when the watch first showed the claim Held; Token is its fencing token.
+	// Acquired is when the watch first showed the claim Held; Token is its fencing token and
+	// Identity its status.holderIdentity (what the backend holds the key for).
 	Acquired time.Time
 	Token    int64
+	Identity string
+	// LastRenew is the latest status.renewTime the watch showed while Held: the backend held
+	// the lock then, so a loss happened after it.
+	LastRenew time.Time
 	// End is what the claimant did to end the hold, and EndAt when it did it.
 	End   EndKind
 	EndAt time.Time
@@ -72,6 +77,10 @@ type Grant struct {
 	// HeldThroughHang says, for End == EndHang, that the claim was still Held when the hang
 	// ended.
 	HeldThroughHang bool
+	// HeldAgain is when the watch showed the claim Held after it had been seen ended (a final
+	// phase), and HeldAgainToken the token it showed then: never, in a correct controller.
+	HeldAgain      time.Time
+	HeldAgainToken int64
 }
 
 // CheckTokens checks S2 over the grants of every lock, in the order they were observed: each

@@ -27,10 +27,11 @@ import (
 // lock's fenced register folded in:
 //   - acquire(c) → token is legal only while the lock is free and token > every token issued;
 //   - release(c) is legal only by the holder (a release, a pod's death, or a loss the controller
-//     reported; for a loss the call is the grant itself, since the lease may have expired at any
-//     moment after it);
+//     reported; for a loss the call is the last renewal the claim's status showed, since the
+//     backend held the lock then and may have let it go at any moment after);
 //   - write(c, t) → accepted is legal iff accepted == (t ≥ the register's highest accepted
-//     token), and an accepted token must have been issued (t ≤ the lock's last token).
+//     token), an accepted token must have been issued (t ≤ the lock's last token), and the last
+//     token issued is accepted only from the client it was issued to.
 // Writes do not require holding the lock: a claimant that outlived its lease still writes, and it
 // is the register's job to reject it.
 
@@ -56,9 +57,10 @@ type mutexOutput struct {
 }
 
 type mutexState struct {
-	Holder  string
-	Fence   int64 // the last token issued
-	Highest int64 // the register's highest accepted token
+	Holder     string
+	Fence      int64  // the last token issued
+	FenceOwner string // the client Fence was issued to
+	Highest    int64  // the register's highest accepted token
 }
 
 var fencedMutexModel = porcupine.Model{
@@ -86,7 +88,7 @@ var fencedMutexModel = porcupine.Model{
 			if s.Holder != "" || out.Token <= s.Fence {
 				return false, s
 			}
-			s.Holder, s.Fence = in.Client, out.Token
+			s.Holder, s.Fence, s.FenceOwner = in.Client, out.Token, in.Client
 			return true, s
 		case opRelease:
 			if s.Holder != in.Client {
@@ -95,7 +97,8 @@ var fencedMutexModel = porcupine.Model{
 			s.Holder = ""
 			return true, s
 		default:
-			if out.Accepted != (in.Token >= s.Highest) || (out.Accepted && in.Token > s.Fence) {
+			if out.Accepted != (in.Token >= s.Highest) || (out.Accepted && in.Token > s.Fence) ||
+				(out.Accepted && in.Token == s.Fence && in.Client != s.FenceOwner) {
 				return false, s
 			}
 			if out.Accepted {
@@ -116,7 +119,7 @@ var fencedMutexModel = porcupine.Model{
 	},
 	DescribeState: func(state any) string {
 		s := state.(mutexState)
-		return fmt.Sprintf("holder=%q fence=%d highest=%d", s.Holder, s.Fence, s.Highest)
+		return fmt.Sprintf("holder=%q fence=%d (%s) highest=%d", s.Holder, s.Fence, s.FenceOwner, s.Highest)
 	},
 }
 
@@ -145,7 +148,10 @@ func Operations(base time.Time, grants []Grant, writes map[string][]Write) []por
 			continue
 		}
 		call := g.Acquired
-		if !g.Lost && !g.EndAt.IsZero() && g.EndAt.Before(g.Released) {
+		switch {
+		case g.Lost && g.LastRenew.After(call) && g.LastRenew.Before(g.Released):
+			call = g.LastRenew
+		case !g.Lost && !g.EndAt.IsZero() && g.EndAt.Before(g.Released):
 			call = g.EndAt
 		}
 		ops = append(ops, porcupine.Operation{ClientId: id(g.Claim),

@@ -43,6 +43,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/failpoint"
+	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
@@ -99,6 +101,10 @@ const (
 	faultLockRecreate             faultKind = "lock-recreate"              // delete lock-0, re-create it with the same name at heal
 	faultClockForward             faultKind = "clock-forward"              // step the leader's clock 2×TTL ahead, back at heal
 	faultClockBack                faultKind = "clock-back"                 // step the leader's clock 2×TTL behind, back at heal
+	// faultLeaderDeposed stops the leader at its next grant, between the backend acquire and the
+	// claim's status write (failpoint grant-status), keeps it stopped until a standby has taken
+	// over and that claim has ended, then lets it go on: a deposed leader in mid-handoff.
+	faultLeaderDeposed faultKind = "leader-deposed"
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -142,7 +148,7 @@ func faultsOf(backend string) []faultKind {
 // managerFault says whether a fault hits a manager (and so may need a leader election).
 func managerFault(k faultKind) bool {
 	return k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole || k == faultAPILatency ||
-		k == faultClockForward || k == faultClockBack
+		k == faultClockForward || k == faultClockBack || k == faultLeaderDeposed
 }
 
 // fault is one planned fault: start after the workload began, lasting dur.
@@ -180,6 +186,17 @@ type scenario struct {
 	// over a third of the TTL ahead, the moment before the controller refreshes it: the worst
 	// time for a failover (regression of the first default-failover finding).
 	killBeforeRefresh bool
+	// outsideHolder (Redis only): a client outside lockwarden holds lock-0's key with the
+	// standard protocol (SET NX PX) for 2×TTL from before the first claim, and a claimant gives
+	// up waiting behind it (deletes its Pending claim). No claim may be Held while it holds, and
+	// nothing may free its key.
+	outsideHolder bool
+	// ends, when set, replaces the mix of ways a hold ends; keepEnded keeps ended claims until
+	// the drain, so that a late write about them lands on an object that still exists.
+	ends      []EndKind
+	keepEnded bool
+	// mutant runs the managers with this deliberate bug (internal/mutant); the run must then fail.
+	mutant string
 }
 
 func (s scenario) lockTTL() time.Duration {
@@ -189,8 +206,13 @@ func (s scenario) lockTTL() time.Duration {
 	return s.ttl
 }
 
-// id names a scenario in logs, -scenario and the table.
-func (s scenario) id() string { return s.backend + "/" + s.name }
+// id names a scenario in logs, -scenario and the table; a mutant's run is named after it.
+func (s scenario) id() string {
+	if s.mutant != "" {
+		return "mutant/" + s.mutant + "/" + s.backend + "/" + s.name
+	}
+	return s.backend + "/" + s.name
+}
 
 func smokeScenarios() []scenario {
 	return []scenario{
@@ -202,7 +224,54 @@ func smokeScenarios() []scenario {
 		{name: "leader-pause", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderPause}, workload: 30 * time.Second},
 		{name: "leader-kill", backend: "redis", replicas: 2, kinds: []faultKind{faultLeaderKill}, workload: 25 * time.Second},
 		{name: "api-partition", backend: "redis", replicas: 1, kinds: []faultKind{faultAPIBlackhole}, workload: 25 * time.Second},
+		deposedLeader("kubernetes"),
+		outsideHolder(),
+		// Two deliberate bugs that the harness must catch (make test-reliability-mutants runs all).
+		mutantScenario(mutant.TokenLower),
+		mutantScenario(mutant.GrantUnacquired),
 	}
+}
+
+// deposedLeader is a leader-deposed fault on backend: the claims end only by their pod's end, so
+// that the claim the stopped leader was granting still exists when it wakes.
+func deposedLeader(backend string) scenario {
+	return scenario{name: "deposed-leader", backend: backend, replicas: 2, kinds: []faultKind{faultLeaderDeposed},
+		ends: []EndKind{EndPodDelete, EndSilentDeath}, keepEnded: true, workload: 30 * time.Second}
+}
+
+// outsideHolder is a run with a client outside lockwarden holding a key (Redis).
+func outsideHolder() scenario {
+	return scenario{name: "outside-holder", backend: "redis", replicas: 1, outsideHolder: true, workload: 20 * time.Second}
+}
+
+// mutantScenario is the short seeded run that must catch mutant m.
+func mutantScenario(m mutant.Name) scenario {
+	var s scenario
+	switch m {
+	case mutant.GrantUnacquired, mutant.ReleaseUnchecked:
+		s = outsideHolder()
+	case mutant.TokenReuse, mutant.KeepDeadHolder:
+		s = scenario{name: "baseline", backend: "redis", replicas: 1, workload: 15 * time.Second}
+	case mutant.TokenLower:
+		s = scenario{name: "baseline", backend: "kubernetes", replicas: 1, workload: 15 * time.Second}
+	case mutant.BlindStatus:
+		s = deposedLeader("redis")
+	case mutant.RenewLost:
+		s = scenario{name: "redis-restart", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisRestart}, staleWriter: true, workload: 20 * time.Second}
+	default:
+		panic("no scenario for mutant " + string(m))
+	}
+	s.mutant = string(m)
+	return s
+}
+
+// mutantScenarios runs every mutant.
+func mutantScenarios() []scenario {
+	var out []scenario
+	for _, m := range mutant.All {
+		out = append(out, mutantScenario(m))
+	}
+	return out
 }
 
 func fullScenarios() []scenario {
@@ -222,12 +291,18 @@ func fullScenarios() []scenario {
 		kinds := append(slices.Clip(managerKinds[backend]), faultsOf(backend)...)
 		for _, k := range kinds {
 			replicas := 1
-			if k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole {
+			if managerFault(k) && k != faultAPILatency {
 				replicas = 2
 			}
 			// One Redlock node of three down leaves a majority: no hold may be lost to it.
 			noLoss := k == faultRedlockNodeRestart || k == faultRedlockNodeBlackhole
-			out = append(out, scenario{name: string(k), backend: backend, replicas: replicas, kinds: []faultKind{k}, noLoss: noLoss, workload: 45 * time.Second})
+			out = append(out, scenario{name: string(k), backend: backend, replicas: replicas, kinds: []faultKind{k}, noLoss: noLoss, workload: 40 * time.Second})
+		}
+		if backend != "kubernetes" {
+			// The leader's clock jumps forward, then back, with a standby beside it. These stores
+			// decide by themselves when a key is free: a leader whose clock runs ahead may give
+			// holds up early (Lost), but must never grant a key the store still holds.
+			out = append(out, scenario{name: "clock-jumps", backend: backend, replicas: 2, kinds: []faultKind{faultClockForward, faultClockBack}, workload: 40 * time.Second})
 		}
 		// A holder cut off (by a pause of the leader, or a partition of the backend) while it
 		// writes: fencing must reject it.
@@ -238,9 +313,14 @@ func fullScenarios() []scenario {
 		}
 		out = append(out, scenario{name: "stale-writer", backend: backend, replicas: replicas, kinds: []faultKind{stale}, staleWriter: true, workload: 30 * time.Second})
 		if backend == "kubernetes" || backend == "redis" {
-			// Tokens across deletion and re-creation of a lock (the token logic is the
-			// controller's, the same on every backend).
+			// Tokens across deletion and re-creation of a lock within one TTL (the token logic
+			// is the controller's, the same on every backend), and a leader deposed in the
+			// middle of a grant.
 			out = append(out, scenario{name: "lock-recreate", backend: backend, replicas: 1, kinds: []faultKind{faultLockRecreate}, workload: 40 * time.Second})
+			out = append(out, deposedLeader(backend))
+		}
+		if backend == "redis" {
+			out = append(out, outsideHolder())
 		}
 		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
@@ -275,8 +355,13 @@ func (s scenario) plan(rng *rand.Rand) []fault {
 	for _, k := range kinds {
 		start := at + unit*3/2 + time.Duration(rng.Int64N(int64(unit*3/2)))
 		dur := unit + time.Duration(rng.Int64N(int64(2*unit)))
-		if k == faultLeaderPause {
+		switch k {
+		case faultLeaderPause:
 			dur = max(dur, leLease+3*time.Second)
+		case faultLeaderDeposed:
+			dur = leLease + 4*unit // the longest it may stay stopped; it resumes once the claim ended
+		case faultLockRecreate:
+			dur = unit / 5 // re-created within one TTL of its deletion: the token floor must hold
 		}
 		if s.staleWriter {
 			dur = max(dur, s.lockTTL()*3/2)
@@ -299,8 +384,10 @@ func TestReliability(t *testing.T) {
 		scenarios = smokeScenarios()
 	case "full":
 		scenarios = fullScenarios()
+	case "mutants":
+		scenarios = mutantScenarios()
 	default:
-		t.Fatalf("-set must be smoke or full, not %q", *setFlag)
+		t.Fatalf("-set must be smoke, full or mutants, not %q", *setFlag)
 	}
 	match := regexp.MustCompile(*scenarioFlag)
 	needs := map[string]bool{}
@@ -330,6 +417,7 @@ func TestReliability(t *testing.T) {
 	srv.startOthers(t, needs)
 
 	var results []Result
+	var mutants []MutantResult
 	for i, s := range scenarios {
 		id := s.id()
 		if !match.MatchString(id) {
@@ -340,17 +428,49 @@ func TestReliability(t *testing.T) {
 		sseed := seed*1000 + uint64(i)
 		t.Run(id, func(t *testing.T) {
 			r := runScenario(t, e, srv, s, sseed)
+			if s.mutant != "" {
+				// A deliberately broken manager: the run must fail, and the table says which
+				// checkers failed it.
+				m := MutantResult{Mutant: s.mutant, Scenario: s.backend + "/" + s.name, Seed: sseed, Caught: r.Caught(), Duration: r.Duration}
+				if len(r.Violations) > 0 {
+					m.Example = r.Violations[0].String()
+				} else if len(r.Liveness.Stuck) > 0 {
+					m.Example = "stuck: " + r.Liveness.Stuck[0]
+				}
+				mutants = append(mutants, m)
+				t.Logf("mutant %s caught by %v", s.mutant, m.Caught)
+				for _, v := range r.Violations {
+					t.Logf("  %s", v)
+				}
+				if len(m.Caught) == 0 {
+					t.Errorf("mutant %s survived scenario %s seed %d: no checker failed the run", s.mutant, m.Scenario, sseed)
+				}
+				return
+			}
 			results = append(results, r)
 			if !r.Passed() {
-				problems := append(append(append(r.Violations, r.Liveness.Stuck...), r.Orphans...), r.Unmet()...)
+				var problems []string
+				for _, v := range r.Violations {
+					problems = append(problems, v.String())
+				}
+				problems = append(append(append(problems, r.Liveness.Stuck...), r.Orphans...), r.Unmet()...)
 				t.Errorf("scenario %s seed %d failed: %d safety violations, porcupine %s, %d stuck, %d orphaned, valid %v\n%s",
 					id, sseed, r.Safety(), r.Linearizable, len(r.Liveness.Stuck), len(r.Orphans), r.Valid, strings.Join(problems, "\n"))
 			}
 		})
 	}
-	table := Table(results)
-	t.Logf("results (seed %d):\n%s", seed, table)
-	fmt.Println(table)
+	var table string
+	if len(results) > 0 {
+		table = Table(results)
+		t.Logf("results (seed %d):\n%s", seed, table)
+		fmt.Println(table)
+	}
+	if len(mutants) > 0 {
+		mt := MutantTable(mutants)
+		t.Logf("mutants (seed %d):\n%s", seed, mt)
+		fmt.Println(mt)
+		table = strings.TrimPrefix(table+"\n"+mt, "\n")
+	}
 	if *docFlag != "" {
 		content := fmt.Sprintf("Set `%s`, seed %d, generated %s on %d CPUs.\n\n%s", *setFlag, seed, time.Now().UTC().Format(time.DateOnly), numCPU(), table)
 		if err := WriteBetweenMarkers(*docFlag, content); err != nil {
@@ -438,26 +558,20 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	plan := s.plan(rng)
 	var planText []string
 	for i, f := range plan {
-		if i == 0 && (s.staleWriter || s.killBeforeRefresh) {
-			at := "slow-holders"
-			if s.killBeforeRefresh {
-				at = "before-refresh"
-			}
-			planText = append(planText, fmt.Sprintf("%s@%s/%s", f.kind, at, f.dur.Round(time.Second)))
-			continue
-		}
-		if i == 0 && s.staleWriter {
+		switch {
+		case i == 0 && s.killBeforeRefresh:
+			planText = append(planText, fmt.Sprintf("%s@before-refresh/%s", f.kind, f.dur.Round(time.Second)))
+		case i == 0 && s.staleWriter:
 			// Injected when the slow holders began, not at a planned time.
 			planText = append(planText, fmt.Sprintf("%s@slow-holders/%s", f.kind, f.dur.Round(time.Second)))
-			continue
+		default:
+			planText = append(planText, f.String())
 		}
-		planText = append(planText, f.String())
 	}
-	faultsText := strings.Join(planText, ", ")
-	if faultsText == "" {
-		faultsText = "none"
+	if len(planText) == 0 {
+		planText = []string{"none"}
 	}
-	t.Logf("scenario %s seed %d replicas %d ttl %s faults %s", s.id(), seed, s.replicas, ttl, faultsText)
+	t.Logf("scenario %s seed %d replicas %d ttl %s faults %s", s.id(), seed, s.replicas, ttl, strings.Join(planText, ", "))
 	started := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -470,7 +584,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 
 	var managers []*manager
 	for i := range s.replicas {
-		managers = append(managers, e.startManager(t, fmt.Sprintf("%s-manager-%d", ns.Name, i)))
+		managers = append(managers, e.startManager(t, fmt.Sprintf("%s-manager-%d", ns.Name, i), s.mutant))
 	}
 	defer func() {
 		for _, m := range managers {
@@ -488,19 +602,20 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 			Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: int32(ttl / time.Second),
 				BackendRef: locksv1alpha1.BackendReference{Name: backendRef}}}
 	}
+	var etcdWatch *clientv3.Client
+	if s.backend == "etcd" {
+		etcdWatch = srv.etcdClient
+	}
+	obs := newObserver(be.reader, etcdWatch)
+	observeCtx, stopObserving := context.WithCancel(ctx)
 	for l := range locks {
 		name := fmt.Sprintf("lock-%d", l)
 		if err := e.c.Create(ctx, lockSpec(name)); err != nil {
 			t.Fatal(err)
 		}
 		res[ns.Name+"/"+name] = &resource{}
+		obs.watch(observeCtx, ns.Name+"/"+name, "lockwarden/"+ns.Name+"/"+name)
 	}
-
-	rec := newRecorder()
-	go rec.run(ctx, e.c, ns.Name)
-	smp := &sampler{c: e.c, ns: ns.Name, reader: be.reader, period: samplePeriod}
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	go smp.run(sampleCtx)
 
 	var errMu sync.Mutex
 	var harnessErrs []string
@@ -509,6 +624,18 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		harnessErrs = append(harnessErrs, fmt.Sprintf(format, args...))
 		errMu.Unlock()
 	}
+
+	// A client outside lockwarden takes lock-0's key before any claim exists.
+	var outside *outsideClient
+	if s.outsideHolder {
+		outside = holdOutside(ctx, srv.redisClient, "lockwarden/"+ns.Name+"/lock-0", 2*ttl)
+	}
+
+	rec := newRecorder()
+	go rec.run(ctx, e.c, ns.Name)
+	smp := &sampler{c: e.c, ns: ns.Name, reader: be.reader, period: samplePeriod}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	go smp.run(sampleCtx)
 
 	// The workload runs for s.workload, and at least until the last fault healed (as it
 	// happened, see below) plus 2×TTL; then nothing new starts and the queue drains. Waits end
@@ -528,10 +655,14 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		for i := range claimantsPerLock {
 			cl := &claimant{c: e.c, rec: rec, ns: ns.Name, lock: lock, id: i, res: res[ns.Name+"/"+lock],
 				rng: rand.New(rand.NewPCG(seed, uint64(l*100+i))), ttl: ttl, writes: 5,
-				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies}
+				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies,
+				ends: s.ends, keepEnded: s.keepEnded}
 			if s.staleWriter && i == 0 {
 				cl.pinned = make(chan struct{})
 				slowHolders = append(slowHolders, cl.pinned)
+			}
+			if s.outsideHolder && l == 0 && i == claimantsPerLock-1 {
+				cl.giveUpAfter = ttl / 2 // gives up behind the outside holder, once
 			}
 			wg.Add(1)
 			go func() { defer wg.Done(); cl.run(ctx) }()
@@ -540,7 +671,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 
 	// Faults, in plan order, each healed before the next.
 	var grantsBeforeFault int
-	fc := faultContext{t: t, ttl: s.lockTTL(), started: started, managers: managers, srv: srv, be: be,
+	fc := faultContext{t: t, ttl: s.lockTTL(), started: started, managers: managers, srv: srv, be: be, rec: rec,
 		beforeFirst: func() {
 			for _, g := range rec.results() {
 				if !g.Acquired.IsZero() {
@@ -588,7 +719,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		recreated = recreateLock(ctx, e.c, lockSpec("lock-0"), dur)
 		return fmt.Sprintf("lock-0 deleted (last token %d) and re-created at %.1fs", recreated.floor, recreated.createdAt.Sub(started).Seconds())
 	}
-	faultLog := runFaults(fc, plan)
+	faults := runFaults(fc, plan)
 	if len(plan) == 0 {
 		grantsBeforeFault = locks
 	}
@@ -604,6 +735,8 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	wg.Wait()               // every claimant finished, or gave up waiting at the drain deadline
 	grants := rec.results() // Pending now: still waiting after the drain deadline
 	stopSampling()
+	observedUntil := time.Now()
+	stopObserving()
 
 	// No backend key may outlive its claim: after a TTL (and a margin) every key still held must
 	// belong to a claim the API shows Held.
@@ -611,6 +744,9 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	orphaned, orphanErr := orphans(ctx, e.c, be.reader, ns.Name)
 	if orphanErr != nil {
 		errf("listing backend keys: %v", orphanErr)
+	}
+	if outside != nil {
+		orphaned = slices.DeleteFunc(orphaned, func(o string) bool { return strings.Contains(o, outsideIdentity) })
 	}
 
 	// Teardown: claims and pods go; the finalizers need a manager, so wait for them.
@@ -627,8 +763,14 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	cancel()
 
 	// Checks.
-	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: faultsText, TTL: ttl,
+	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned}
+	if r.Faults == "" {
+		r.Faults = "none"
+	}
+	if s.outsideHolder {
+		r.Faults = "outside holder 2×TTL"
+	}
 	r.Valid = grantsBeforeFault >= locks // a fault injected into an idle system proves nothing
 	writes := map[string][]Write{}
 	for lock, rs := range res {
@@ -640,8 +782,17 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 				r.Rejected++
 			}
 		}
-		for _, v := range CheckRegisterLog(log) {
-			r.Violations = append(r.Violations, lock+": "+v)
+		r.Violations = append(r.Violations, findings("register", prefixed(lock, CheckRegisterLog(log)))...)
+		st := ClassifyWrites(lock, grants, log)
+		r.Stale.Rejected += st.Rejected
+		r.Stale.InWindow += st.InWindow
+		r.Stale.AfterNewer += st.AfterNewer
+		r.Stale.HolderRejected += st.HolderRejected
+		if st.AfterNewer > 0 {
+			r.Violations = append(r.Violations, Finding{"stale-window", fmt.Sprintf("%s: %d stale writes accepted after the register had seen a newer token", lock, st.AfterNewer)})
+		}
+		if st.HolderRejected > 0 {
+			r.Violations = append(r.Violations, Finding{"stale-window", fmt.Sprintf("%s: %d writes of a current holder rejected (a newer token reached the resource during its hold)", lock, st.HolderRejected)})
 		}
 		_, stale, overlaps := rs.shadow.Counts()
 		r.ShadowStale += stale
@@ -652,23 +803,35 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 			r.Grants++
 		}
 	}
-	r.Violations = append(r.Violations, CheckTokens(grants)...)
-	r.Violations = append(r.Violations, CheckExclusion(grants)...)
+	r.Violations = append(r.Violations, findings("tokens", CheckTokens(grants))...)
+	r.Violations = append(r.Violations, findings("exclusion", CheckExclusion(grants))...)
+	r.Violations = append(r.Violations, findings("final-is-final", CheckFinalIsFinal(grants))...)
 	samples, snapshots := smp.results()
 	r.HeldSamples = len(samples)
-	r.Violations = append(r.Violations, CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second)...)
-	r.Violations = append(r.Violations, CheckControllerExclusion(snapshots, sampleMargin)...)
+	r.Violations = append(r.Violations, findings("phantom", CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second))...)
+	r.Violations = append(r.Violations, findings("api-snapshot", CheckControllerExclusion(snapshots, sampleMargin))...)
+	timelines := obs.results(observedUntil)
+	for _, tl := range timelines {
+		r.ViewStates += len(tl.States)
+	}
+	view := CheckBackendView(timelines, grants, ViewGrace)
+	r.Violations = append(r.Violations, findings("backend-view", view.Violations)...)
+	r.ViewAllowed, r.ViewLongest = view.Allowed, view.Longest
+	r.Violations = append(r.Violations, findings("deposed-leader", faults.deposed)...)
+	if outside != nil {
+		r.Violations = append(r.Violations, findings("outside-holder", outside.problems())...)
+	}
 	if recreated != nil {
-		r.Violations = append(r.Violations, CheckTokensAbove(grants, ns.Name+"/"+recreated.lock, recreated.createdAt, recreated.floor)...)
+		r.Violations = append(r.Violations, findings("token-floor", CheckTokensAbove(grants, ns.Name+"/"+recreated.lock, recreated.createdAt, recreated.floor))...)
 		for _, g := range grants {
 			if g.Lock == ns.Name+"/"+recreated.lock && g.Reason == string(locksv1alpha1.ReasonLockNotFound) {
 				recreated.failed++
 			}
 		}
-		faultLog = append(faultLog, fmt.Sprintf("%d claims of %s ended with reason LockNotFound", recreated.failed, recreated.lock))
+		faults.log = append(faults.log, fmt.Sprintf("%d claims of %s ended with reason LockNotFound", recreated.failed, recreated.lock))
 	}
 	rec.mu.Lock()
-	r.Violations = append(r.Violations, rec.errs...)
+	r.Violations = append(r.Violations, findings("history", rec.errs)...)
 	rec.mu.Unlock()
 	html := filepath.Join(os.TempDir(), fmt.Sprintf("lockwarden-reliability-%s-%s-%d.html", s.backend, s.name, seed))
 	lin, err := CheckLinearizable(Operations(started, grants, writes), 5*time.Minute, html)
@@ -688,15 +851,15 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		t.Logf("harness: %s", h)
 	}
 	errMu.Unlock()
-	for _, l := range faultLog {
+	for _, l := range faults.log {
 		t.Logf("fault: %s", l)
 	}
-	t.Logf("writes %d, rejected by fencing %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d",
-		r.Writes, r.Rejected, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples)
+	t.Logf("writes %d, rejected by fencing %d, stale in the window %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d, backend states %d, mismatches within grace %d (longest %s)",
+		r.Writes, r.Rejected, r.Stale.InWindow, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples, r.ViewStates, r.ViewAllowed, r.ViewLongest)
 	for _, m := range managers {
 		t.Logf("manager %s restarts %d, log %s", m.name, m.restarts, m.log)
 	}
-	if !r.Passed() {
+	if !r.Passed() && s.mutant == "" {
 		t.Logf("grants:\n%s\n%s", describeGrants(grants), managerLogs(managers))
 		for _, g := range grants {
 			if g.Lost {
@@ -705,6 +868,15 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		}
 	}
 	return r
+}
+
+// prefixed puts "lock: " before each line.
+func prefixed(lock string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = lock + ": " + l
+	}
+	return out
 }
 
 // recreateLock deletes lock, waits until it is gone, waits out the rest of dur, and creates it
@@ -754,19 +926,31 @@ type faultContext struct {
 	trigger func() bool
 	// recreate performs a lock-recreate fault lasting dur and describes it.
 	recreate func(dur time.Duration) string
+	// rec is the claim history, which a deposed-leader fault waits on.
+	rec *recorder
 }
 
-// runFaults injects the plan's faults at their times and heals each. It returns what it did.
-func runFaults(fc faultContext, plan []fault) []string {
+// faultsRun is what runFaults did.
+type faultsRun struct {
+	// log narrates it, with times since the scenario started.
+	log []string
+	// ran lists the faults as they actually ran (start/duration), or as skipped.
+	ran []string
+	// deposed lists what a deposed leader did after it woke that it must not do.
+	deposed []string
+}
+
+// runFaults injects the plan's faults at their times and heals each.
+func runFaults(fc faultContext, plan []fault) faultsRun {
 	t := fc.t
-	var log []string
+	var out faultsRun
 	logf := func(format string, args ...any) {
-		log = append(log, fmt.Sprintf("%6.1fs ", time.Since(fc.started).Seconds())+fmt.Sprintf(format, args...))
+		out.log = append(out.log, fmt.Sprintf("%6.1fs ", time.Since(fc.started).Seconds())+fmt.Sprintf(format, args...))
 	}
 	for i, f := range plan {
 		if i == 0 && fc.trigger != nil {
 			if !fc.trigger() {
-				logf("the slow holders never began; injecting anyway")
+				logf("the moment to inject never came; injecting anyway")
 			}
 		} else {
 			time.Sleep(time.Until(fc.started.Add(f.start)))
@@ -779,12 +963,24 @@ func runFaults(fc faultContext, plan []fault) []string {
 			var err error
 			if leader, err = waitLeader(context.Background(), fc.managers, 30*time.Second); err != nil {
 				logf("%s skipped: %v", f.kind, err)
+				out.ran = append(out.ran, string(f.kind)+" skipped (no leader)")
 				continue
 			}
 		}
+		injected := time.Since(fc.started)
 		logf("inject %s (%s)", f.kind, f.dur)
 		heal := func() {}
 		switch f.kind {
+		case faultLeaderDeposed:
+			what, ok := deposeLeader(fc, leader, f.dur, logf)
+			out.deposed = append(out.deposed, what...)
+			if !ok {
+				out.ran = append(out.ran, string(f.kind)+" skipped (no grant within the fault's time)")
+			} else {
+				out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
+			}
+			logf("healed %s", f.kind)
+			continue
 		case faultLeaderKill:
 			if err := leader.kill(); err != nil {
 				t.Errorf("killing %s: %v", leader.name, err)
@@ -851,13 +1047,77 @@ func runFaults(fc faultContext, plan []fault) []string {
 		case faultLockRecreate:
 			logf("%s", fc.recreate(f.dur))
 			logf("healed %s", f.kind)
+			out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
 			continue
 		}
 		time.Sleep(f.dur)
 		heal()
 		logf("healed %s", f.kind)
+		out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
 	}
-	return log
+	return out
+}
+
+// deposeLeader arms the leader's grant-status pause point and waits (at most limit) until the
+// leader stops there. It then waits until a standby has become leader and the claim the stopped
+// leader was granting has been seen ended (the new leader granted it and its pod ended), and
+// lets the stopped one go on. From then until that run of the process ends, the deposed leader
+// must write nothing that counts: it returns every grant its log shows (a token issued by a
+// deposed leader), and whether the fault happened at all.
+func deposeLeader(fc faultContext, leader *manager, limit time.Duration, logf func(string, ...any)) ([]string, bool) {
+	deadline := time.Now().Add(limit)
+	if err := leader.armFailpoint(string(failpoint.GrantStatus)); err != nil {
+		fc.t.Errorf("arming %s: %v", leader.name, err)
+		return nil, false
+	}
+	var claim string
+	for claim == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		claim = leader.stoppedAt()
+	}
+	if claim == "" {
+		leader.disarmFailpoint()
+		logf("%s never reached a grant", leader.name)
+		return nil, false
+	}
+	leader.markStopped()
+	_, name, _ := strings.Cut(claim, "/")
+	logf("%s stopped before writing the grant of %s", leader.name, claim)
+	var others []*manager
+	for _, m := range fc.managers {
+		if m != leader {
+			others = append(others, m)
+		}
+	}
+	if _, err := waitLeader(context.Background(), others, leLease+10*time.Second); err != nil {
+		logf("no standby took over: %v", err)
+	} else {
+		logf("a standby took over")
+	}
+	ended := fc.rec.endedChan(name)
+	select {
+	case <-ended:
+		logf("%s was seen ended", name)
+	case <-time.After(time.Until(deadline)):
+		logf("%s was not seen ended in time", name)
+	}
+	woke := leader.logSize()
+	_ = leader.resume()
+	leader.disarmFailpoint()
+	logf("%s resumed", leader.name)
+	// The deposed run ends when it learns it lost the election (it exits; the supervisor starts
+	// a fresh one) or, at the latest, when the next run begins.
+	time.Sleep(leLease)
+	var out []string
+	for _, line := range strings.Split(leader.logSince(woke), "\n") {
+		if strings.Contains(line, "Starting manager") {
+			break // a new run of the process: a standby again, allowed to lead later
+		}
+		if strings.Contains(line, "Lock granted") || strings.Contains(line, "Resumed hold") {
+			out = append(out, fmt.Sprintf("%s, deposed, after it woke: %s", leader.name, strings.TrimSpace(line)))
+		}
+	}
+	return out, true
 }
 
 // describeLoss tells what the sampler saw last of a hold that ended Lost: whether the backend

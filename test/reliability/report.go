@@ -21,9 +21,29 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
+
+// Finding is one violation, named by the checker that found it.
+type Finding struct {
+	// Checker names the check: register, tokens, token-floor, exclusion, api-snapshot,
+	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder, history.
+	Checker string
+	Detail  string
+}
+
+func (f Finding) String() string { return f.Checker + ": " + f.Detail }
+
+// findings turns a checker's lines into findings.
+func findings(checker string, lines []string) []Finding {
+	out := make([]Finding, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, Finding{Checker: checker, Detail: l})
+	}
+	return out
+}
 
 // Result is one scenario run on one backend: a row of the results table.
 type Result struct {
@@ -38,7 +58,15 @@ type Result struct {
 	ShadowOverlaps    int // interleaved critical sections at the unfenced shadow
 	Lost              int // holds that ended Lost
 	HeldSamples       int // Held claims whose backend key the sampler read
-	Violations        []string
+	// Stale sorts the writes made after their writer's hold ended.
+	Stale StaleWrites
+	// ViewStates counts the backend states the observer recorded; ViewAllowed the mismatches
+	// within ViewGrace (a claim Held while its key was already someone else's), ViewLongest the
+	// longest of them.
+	ViewStates, ViewAllowed int
+	ViewLongest             time.Duration
+	// Violations are the safety findings.
+	Violations []Finding
 	// Orphans are backend keys still held, after convergence and a TTL, for no Held claim.
 	Orphans []string
 	// FencingRequired: the scenario exists to make a stale writer write, so fencing must have
@@ -50,6 +78,34 @@ type Result struct {
 	Liveness       Liveness
 	Valid          bool // enough operations happened before the first fault
 	Duration       time.Duration
+}
+
+// Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
+// the liveness checks (stuck, orphans) and scenario requirements.
+func (r Result) Caught() []string {
+	var out []string
+	add := func(c string) {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, v := range r.Violations {
+		add(v.Checker)
+	}
+	if r.Linearizable == "Illegal" || r.Linearizable == "Unknown" {
+		add("porcupine")
+	}
+	if len(r.Liveness.Stuck) > 0 {
+		add("stuck")
+	}
+	if len(r.Orphans) > 0 {
+		add("orphans")
+	}
+	if r.NoLossRequired && r.Lost > 0 {
+		add("no-loss")
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Safety is the number of safety violations (S1, S2, exclusion, linearizability).
@@ -90,17 +146,47 @@ func ttlMultiple(d, ttl time.Duration) string {
 // Table renders results as a Markdown table.
 func Table(results []Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | backend | seed | faults | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes accepted (unfenced) | interleaved sections (unfenced) | lost holds | held samples | hangs held through | handoffs | handoff after release: n, p50 / p99 / max | after pod deletion | after silent death | p99 ×TTL | stuck | orphans | valid | duration |\n")
-	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|--:|--:|--:|---|--:|\n")
+	b.WriteString("| scenario | backend | seed | faults (as run) | grants | writes | safety violations | porcupine | stale writes rejected (fenced) | stale writes in the window | stale writes accepted after a newer token | stale writes accepted (unfenced) | interleaved sections (unfenced) | backend states observed | mismatches within grace (longest) | lost holds | held samples | hangs held through | handoffs | handoff after release: n, p50 / p99 / max | after pod deletion | after silent death | p99 ×TTL | stuck | orphans | valid | duration |\n")
+	b.WriteString("|---|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|---|---|---|--:|--:|--:|---|--:|\n")
 	for _, r := range results {
 		l := r.Liveness
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %d/%d | %d | %s | %s | %s | %s | %d | %d | %v | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d (%s) | %d | %d | %d/%d | %d | %s | %s | %s | %s | %d | %d | %v | %s |\n",
 			r.Scenario, r.Backend, r.Seed, r.Faults, r.Grants, r.Writes, r.Safety(), r.Linearizable,
-			r.Rejected, r.ShadowStale, r.ShadowOverlaps, r.Lost, r.HeldSamples,
+			r.Stale.Rejected, r.Stale.InWindow, r.Stale.AfterNewer, r.ShadowStale, r.ShadowOverlaps,
+			r.ViewStates, r.ViewAllowed, round(r.ViewLongest), r.Lost, r.HeldSamples,
 			l.HeldThroughHangs, l.Hangs, len(l.Handoffs),
 			latencies(l.HandoffsAfter[EndRelease]), latencies(l.HandoffsAfter[EndPodDelete]), latencies(l.HandoffsAfter[EndSilentDeath]),
 			ttlMultiple(Percentile(l.Handoffs, 99), r.TTL), len(l.Stuck), len(r.Orphans), r.Valid && len(r.Unmet()) == 0,
 			r.Duration.Round(time.Second))
+	}
+	return b.String()
+}
+
+// MutantResult is one mutant's run: the scenario that must catch it and what did.
+type MutantResult struct {
+	Mutant, Scenario string
+	Seed             uint64
+	// Caught lists the checkers that failed the run; empty means the mutant survived.
+	Caught []string
+	// Example is one finding, to show what the checker saw.
+	Example  string
+	Duration time.Duration
+}
+
+// MutantTable renders mutant runs as a Markdown table.
+func MutantTable(results []MutantResult) string {
+	var b strings.Builder
+	b.WriteString("| mutant | scenario | seed | caught by | first finding | duration |\n|---|---|---|---|---|--:|\n")
+	for _, m := range results {
+		caught := "**survived**"
+		if len(m.Caught) > 0 {
+			caught = strings.Join(m.Caught, ", ")
+		}
+		example := strings.ReplaceAll(m.Example, "|", "\\|")
+		if len(example) > 160 {
+			example = example[:157] + "..."
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s |\n", m.Mutant, m.Scenario, m.Seed, caught, example, m.Duration.Round(time.Second))
 	}
 	return b.String()
 }

@@ -126,8 +126,18 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 	}
 	g := &rec.g
 	held := t != watch.Deleted && cl.Status.Phase == locksv1alpha1.ClaimHeld
+	if held && !g.Released.IsZero() {
+		// Seen ended, now Held again: a late write brought the claim back.
+		if g.HeldAgain.IsZero() {
+			g.HeldAgain, g.HeldAgainToken = now, cl.Status.FencingToken
+		}
+		return
+	}
+	if held && cl.Status.RenewTime != nil && cl.Status.RenewTime.After(g.LastRenew) {
+		g.LastRenew = cl.Status.RenewTime.Time
+	}
 	if held && g.Acquired.IsZero() {
-		g.Acquired, g.Token = now, cl.Status.FencingToken
+		g.Acquired, g.Token, g.Identity = now, cl.Status.FencingToken, cl.Status.HolderIdentity
 		close(rec.acquired)
 		return
 	}
@@ -193,6 +203,13 @@ type claimant struct {
 	pinned chan struct{}
 	// zombies counts holds whose claimant went on writing after the controller ended its claim.
 	zombies *atomic.Int64
+	// ends, when set, are the ways a hold may end (default: the mix of EndKinds).
+	ends []EndKind
+	// keepEnded leaves ended claims and their pods in place until the drain.
+	keepEnded bool
+	// giveUpAfter, when set, makes the claimant's first claim give up after waiting this long:
+	// it deletes the claim while it is still Pending (as lockctl acquire --timeout does).
+	giveUpAfter time.Duration
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -226,8 +243,24 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		return
 	}
 
+	var giveUp <-chan time.Time
+	if cl.giveUpAfter > 0 {
+		giveUp = time.After(cl.giveUpAfter)
+		cl.giveUpAfter = 0
+	}
 	select {
 	case <-rec.acquired:
+	case <-giveUp:
+		// Tired of waiting: the claim goes while Pending; nothing was written.
+		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+			cl.errs("deleting claim %s: %v", name, err)
+		}
+		select {
+		case <-rec.ended:
+		case <-cl.drain:
+		}
+		cl.cleanup(ctx, claim, pod)
+		return
 	case <-rec.ended: // final without ever being Held (e.g. Failed)
 		cl.cleanup(ctx, claim, pod)
 		// Not granted (the lock is being deleted, say): pause before the next claim rather
@@ -282,7 +315,11 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	}
 	cl.zombie(rec, name, token, write)
 
-	end := []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath, EndHang}[cl.rng.IntN(6)]
+	ends := cl.ends
+	if len(ends) == 0 {
+		ends = []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath, EndHang}
+	}
+	end := ends[cl.rng.IntN(len(ends))]
 	hang := cl.ttl + time.Duration(cl.rng.Int64N(int64(cl.ttl)))
 	switch end {
 	case EndHang:
@@ -331,15 +368,20 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	case <-rec.ended:
 	case <-cl.drain:
 	}
+	if cl.keepEnded {
+		return // the run's teardown deletes it
+	}
 	cl.cleanup(ctx, claim, pod)
 }
 
 // zombie plays a holder that outlived its hold: if the controller ended the claim (Lost, or
 // Failed because its lock was deleted) before the claimant ended it, the claimant goes on as a
-// process that was paused or cut off and wakes up stale: it waits until a newer holder has
-// written (the register accepted a higher token), then writes twice more. The harness uses
-// what it saw only to time those writes so that they land after the newer holder's; the
-// claimant does not stop writing because of it. It gives up after 4×TTL or at the drain.
+// process that was paused or cut off and wakes up stale. It writes with its old token the moment
+// it wakes, which lands in the window before the successor's first write if there is one (the
+// window fencing cannot close: the resource has not seen a newer token yet), then once more
+// after a newer holder has written (the register accepted a higher token), which fencing must
+// reject. The harness uses what it saw only to time those writes; the claimant does not stop
+// writing because of it. It waits for the newer holder at most 4×TTL, or until the drain.
 func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()) {
 	select {
 	case <-rec.ended:
@@ -349,10 +391,11 @@ func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()
 	if cl.zombies != nil {
 		cl.zombies.Add(1)
 	}
+	write()
 	deadline := time.After(4 * cl.ttl)
 	for cl.res.fenced.Highest() <= token {
 		select {
-		case <-time.After(cl.ttl / 10):
+		case <-time.After(cl.ttl / 20):
 		case <-deadline:
 			return
 		case <-cl.drain:
@@ -360,8 +403,16 @@ func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()
 		}
 	}
 	write()
-	time.Sleep(cl.ttl / 10)
-	write()
+}
+
+// endedChan returns the channel closed when claim is first seen ended; nil for an unknown claim.
+func (r *recorder) endedChan(claim string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec, ok := r.grants[claim]; ok {
+		return rec.ended
+	}
+	return nil
 }
 
 func (cl *claimant) tokenOf(name string) int64 {

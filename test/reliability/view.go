@@ -1,0 +1,229 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"fmt"
+	"time"
+)
+
+// KeyState is the backend's own view of one lock key from some moment on, as the observer read
+// it through the backend's protocol (a direct connection no fault proxy touches).
+type KeyState struct {
+	// At is when the key was first seen in this state.
+	At time.Time
+	// Known is false while the backend could not be read (paused, killed, partitioned from the
+	// harness): the state says nothing then.
+	Known bool
+	// Holder is the identity that holds the key; empty when the key is free.
+	Holder string
+}
+
+// KeyTimeline is a key's states in the order they were seen; a state lasts until the next.
+// The observer adds a state only when it differs from the last.
+type KeyTimeline struct {
+	Lock, Key string
+	States    []KeyState
+	// End is when observation stopped: the last state lasts until then.
+	End time.Time
+	// Overlaps are moments at which the backend itself showed two identities holding the key at
+	// once (a watch event that replaced one holder's value with another's while the first held
+	// it); only stores the observer watches can show this.
+	Overlaps []string
+}
+
+// Add records state s at s.At if it differs from the last one.
+func (tl *KeyTimeline) Add(s KeyState) {
+	if n := len(tl.States); n > 0 {
+		last := tl.States[n-1]
+		if last.Known == s.Known && last.Holder == s.Holder {
+			return
+		}
+	}
+	tl.States = append(tl.States, s)
+}
+
+// ViewGrace is the one mismatch the backend-view check allows: a claim may still show Held
+// while the backend key is already held by another identity only because the controller writes
+// the backend first and the claim's end after it (DESIGN.md §3: release, grant, lock record,
+// claims). The claim's end must then be observed within this bound of the first moment the
+// mismatch was seen; the bound covers the writes of one pass under the harness's slowest link
+// (300 ms each way on the leader's API link).
+const ViewGrace = 2 * time.Second
+
+// ViewCheck is what CheckBackendView found.
+type ViewCheck struct {
+	// Violations, one line each: a claim Held while the backend held its key for another
+	// identity for longer than ViewGrace (or without ever ending), and every overlap the
+	// timelines recorded.
+	Violations []string
+	// Allowed counts mismatches within the grace, and Longest is the longest of them.
+	Allowed int
+	Longest time.Duration
+}
+
+// CheckBackendView checks every Held interval of the grants (from first seen Held to first
+// seen ended; until the end of observation if it never ended) against the timeline of the
+// lock's key: while a claim is Held, the backend must not hold the key for another identity
+// beyond grace. A free key is not judged here (the sampler's phantom check does, with the
+// grace a data-losing store needs); an unreadable backend says nothing.
+func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Duration) ViewCheck {
+	var out ViewCheck
+	byLock := map[string][]Grant{}
+	for _, g := range grants {
+		if !g.Acquired.IsZero() && g.Identity != "" {
+			byLock[g.Lock] = append(byLock[g.Lock], g)
+		}
+	}
+	for _, tl := range timelines {
+		out.Violations = append(out.Violations, tl.Overlaps...)
+		for _, g := range byLock[tl.Lock] {
+			end := g.Released
+			if end.IsZero() {
+				end = tl.End
+			}
+			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones.
+			var since time.Time // start of the current mismatch; zero when none
+			var foreign string
+			report := func(until time.Time, ended bool) {
+				if since.IsZero() {
+					return
+				}
+				d := until.Sub(since)
+				if ended && d < grace {
+					out.Allowed++
+					out.Longest = max(out.Longest, d)
+				} else {
+					how := fmt.Sprintf("for %s", d.Round(time.Millisecond))
+					if !ended {
+						how += " and the claim did not end"
+					}
+					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) was Held while the backend held key %s for %s, from %s %s",
+						tl.Lock, g.Claim, g.Token, g.Identity, tl.Key, foreign, since.Format(time.StampMilli), how))
+				}
+				since = time.Time{}
+			}
+			for i, s := range tl.States {
+				stop := tl.End
+				if i+1 < len(tl.States) {
+					stop = tl.States[i+1].At
+				}
+				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
+				if !from.Before(to) {
+					continue
+				}
+				switch {
+				case !s.Known:
+					// Unknown: neither starts nor ends a mismatch.
+				case s.Holder != "" && s.Holder != g.Identity:
+					if since.IsZero() {
+						since, foreign = from, s.Holder
+					}
+				default:
+					report(from, false)
+				}
+			}
+			report(end, !g.Released.IsZero())
+		}
+	}
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// CheckFinalIsFinal checks that no claim was seen Held again after it was seen in a final phase
+// (Released, Lost, Failed, TimedOut): an end is for ever, whatever a late writer (a deposed
+// leader, a stale cache) sends. One line per claim.
+func CheckFinalIsFinal(grants []Grant) []string {
+	var out []string
+	for _, g := range grants {
+		if !g.HeldAgain.IsZero() {
+			out = append(out, fmt.Sprintf("lock %s: claim %s was seen %s at %s and Held again at %s (token %d)",
+				g.Lock, g.Claim, g.Phase, g.Released.Format(time.StampMilli), g.HeldAgain.Format(time.StampMilli), g.HeldAgainToken))
+		}
+	}
+	return out
+}
+
+// StaleWrites sorts the writes made after the writer's hold ended (its claim was seen ended, or
+// a grant with a higher token was seen) by what the fenced register did with them.
+type StaleWrites struct {
+	// Rejected: the register had already accepted a higher token, and refused the write.
+	Rejected int
+	// InWindow: the register accepted it because no newer holder had written yet. This is the
+	// window that fencing cannot close: a resource can only refuse a token once it has seen a
+	// higher one. docs/reliability.md says so; it is counted, not a violation.
+	InWindow int
+	// AfterNewer: accepted although the register had accepted a higher token before. Must be 0.
+	AfterNewer int
+	// HolderRejected: writes of a claim still Held, with no higher grant seen, that the register
+	// refused (a newer token reached the resource while the old hold was current). Must be 0.
+	HolderRejected int
+}
+
+// ClassifyWrites classifies the register's log of one lock against the grants.
+func ClassifyWrites(lock string, grants []Grant, log []Write) StaleWrites {
+	var out StaleWrites
+	byClaim := map[string]Grant{}
+	var acquired []Grant
+	for _, g := range grants {
+		if g.Lock != lock {
+			continue
+		}
+		byClaim[g.Claim] = g
+		if !g.Acquired.IsZero() {
+			acquired = append(acquired, g)
+		}
+	}
+	var highest int64
+	for _, w := range log {
+		g := byClaim[w.Writer]
+		stale := !g.Released.IsZero() && !w.Call.Before(g.Released)
+		for _, o := range acquired {
+			if o.Token > w.Token && o.Acquired.Before(w.Call) {
+				stale = true
+				break
+			}
+		}
+		switch {
+		case w.Accepted && w.Token < highest:
+			out.AfterNewer++
+		case stale && w.Accepted:
+			out.InWindow++
+		case stale:
+			out.Rejected++
+		case !w.Accepted:
+			out.HolderRejected++
+		}
+		if w.Accepted {
+			highest = max(highest, w.Token)
+		}
+	}
+	return out
+}

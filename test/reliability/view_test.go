@@ -1,0 +1,123 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"testing"
+	"time"
+)
+
+// timeline of ns/l's key: the states at the given milliseconds, observed until 1000 ms.
+func timeline(states ...KeyState) KeyTimeline {
+	tl := KeyTimeline{Lock: "ns/l", Key: "lockwarden/ns/l", End: at(1000)}
+	for _, s := range states {
+		tl.Add(s)
+	}
+	return tl
+}
+
+func state(ms int, holder string) KeyState { return KeyState{At: at(ms), Known: true, Holder: holder} }
+
+func TestCheckBackendView(t *testing.T) {
+	// a Held 100..500 (identity pod-a), b Held from 520 (pod-b).
+	grants := []Grant{
+		{Lock: "ns/l", Claim: "a", Acquired: at(100), Token: 1, Identity: "pod-a", Released: at(500)},
+		{Lock: "ns/l", Claim: "b", Acquired: at(520), Token: 2, Identity: "pod-b"},
+	}
+	unknown := KeyState{At: at(300), Known: false}
+	for name, c := range map[string]struct {
+		tl      KeyTimeline
+		bad     bool
+		allowed int
+	}{
+		"clean handoff":              {timeline(state(90, "pod-a"), state(495, ""), state(515, "pod-b")), false, 0},
+		"handoff before the end":     {timeline(state(90, "pod-a"), state(450, "pod-b")), false, 1},
+		"unknown says nothing":       {timeline(state(90, "pod-a"), unknown, state(400, "pod-a"), state(510, "pod-b")), false, 0},
+		"free is not judged":         {timeline(state(90, "pod-a"), state(200, ""), state(510, "pod-b")), false, 0},
+		"someone else all along":     {timeline(state(0, "outside")), true, 0},
+		"b's key taken, never ended": {timeline(state(90, "pod-a"), state(495, ""), state(515, "pod-b"), state(700, "outside")), true, 0},
+	} {
+		v := CheckBackendView([]KeyTimeline{c.tl}, grants, 200*time.Millisecond)
+		if got := len(v.Violations) > 0; got != c.bad || v.Allowed != c.allowed {
+			t.Errorf("%s: violations %v, allowed %d; want a violation: %v, allowed %d", name, v.Violations, v.Allowed, c.bad, c.allowed)
+		} else if got {
+			t.Logf("%s: %s", name, v.Violations[0])
+		}
+	}
+	// A mismatch that ends with the claim but outlasts the grace is a violation too.
+	late := CheckBackendView([]KeyTimeline{timeline(state(90, "pod-a"), state(250, "pod-b"))}, grants, 200*time.Millisecond)
+	if len(late.Violations) == 0 {
+		t.Error("a 250 ms mismatch passed a 200 ms grace")
+	}
+	// Overlaps the observer saw are violations whatever the claims say.
+	tl := timeline(state(0, "pod-a"))
+	tl.Overlaps = []string{"x"}
+	if v := CheckBackendView([]KeyTimeline{tl}, nil, time.Second); len(v.Violations) != 1 {
+		t.Errorf("overlap not reported: %v", v.Violations)
+	}
+}
+
+func TestKeyTimelineKeepsChangesOnly(t *testing.T) {
+	tl := timeline(state(0, "a"), state(10, "a"), state(20, ""), state(30, ""), KeyState{At: at(40)}, KeyState{At: at(50)}, state(60, "a"))
+	if len(tl.States) != 4 {
+		t.Fatalf("states %v, want 4 changes", tl.States)
+	}
+}
+
+func TestCheckFinalIsFinal(t *testing.T) {
+	gs := goodGrants()
+	if v := CheckFinalIsFinal(gs); len(v) != 0 {
+		t.Fatalf("good grants: %v", v)
+	}
+	gs[0].Phase, gs[0].HeldAgain, gs[0].HeldAgainToken = "Released", at(600), 10
+	if v := CheckFinalIsFinal(gs); len(v) != 1 {
+		t.Fatalf("a claim Held again after Released: %v", v)
+	} else {
+		t.Log(v[0])
+	}
+}
+
+func TestClassifyWrites(t *testing.T) {
+	grants := goodGrants() // a: token 10, released at 110; b: 11 from 120; c: 12 from 220
+	for name, c := range map[string]struct {
+		log  []Write
+		want StaleWrites
+	}{
+		"good": {goodWrites()["ns/l"], StaleWrites{Rejected: 1}},
+		"a writes after its release, before b's first write": {[]Write{
+			{Writer: "a", Token: 10, Accepted: true, Call: at(20)},
+			{Writer: "a", Token: 10, Accepted: true, Call: at(115)},
+			{Writer: "b", Token: 11, Accepted: true, Call: at(130)},
+			{Writer: "a", Token: 10, Accepted: false, Call: at(140)},
+		}, StaleWrites{InWindow: 1, Rejected: 1}},
+		"a write before the writer's end is not stale": {[]Write{
+			{Writer: "a", Token: 10, Accepted: true, Call: at(105)},
+		}, StaleWrites{}},
+		"broken register": {[]Write{
+			{Writer: "b", Token: 11, Accepted: true, Call: at(130)},
+			{Writer: "a", Token: 10, Accepted: true, Call: at(140)},
+		}, StaleWrites{AfterNewer: 1}},
+		"holder refused": {[]Write{
+			{Writer: "c", Token: 12, Accepted: true, Call: at(230)},
+			{Writer: "b", Token: 11, Accepted: false, Call: at(100)},
+		}, StaleWrites{HolderRejected: 1}},
+	} {
+		if got := ClassifyWrites("ns/l", grants, c.log); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", name, got, c.want)
+		}
+	}
+}
