@@ -50,6 +50,7 @@ import (
 	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
@@ -246,5 +247,13 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.NewFactory(sqlbackend.WithClock(clk))),
 		registry.WithWrapper(m.Instrument),
 	)
-	return controller.Setup(mgr, controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk})
+	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk}
+	if o.leaderElect {
+		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
+		// leader gives up after renewDeadline without a renewal. A stall longer than the
+		// difference could outlast the lease while the leader's own election code has not yet
+		// noticed: the guard ends the process first.
+		opts.Guard = leaderguard.New(o.leaseDuration - o.renewDeadline)
+	}
+	return controller.Setup(mgr, opts)
 }

@@ -50,6 +50,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/failpoint"
 	"github.com/lockwarden/lockwarden/internal/fencing"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
@@ -74,6 +75,8 @@ type LockClaimReconciler struct {
 	Clock clock.Clock
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
+	// Guard, when set, vetoes leader writes once this process has stalled (leaderguard).
+	Guard *leaderguard.Guard
 
 	// wakeups carries claims to reconcile now: holds the Renewer found lost, and contended keys
 	// a backend reported free.
@@ -392,6 +395,9 @@ func (r *LockClaimReconciler) keepHold(ctx context.Context, s *claimScope) (ctrl
 		case s.lock.Status.Holder == nil || s.lock.Status.Holder.FencingToken != c.Status.FencingToken:
 			return ctrl.Result{}, r.lose(ctx, s, "The lock was granted again since this claim's grant")
 		}
+		if err := checkGuard(r.Guard); err != nil {
+			return ctrl.Result{}, err
+		}
 		lease, err := s.backend.TryAcquire(ctx, s.hold.Key, s.hold.Identity, s.ttl)
 		switch {
 		case errors.Is(err, backends.ErrLocked):
@@ -450,6 +456,9 @@ func (r *LockClaimReconciler) acquire(ctx context.Context, s *claimScope) (ctrl.
 		return r.waitOrTimeOut(s, deadline, hasDeadline, 0)
 	}
 
+	if err := checkGuard(r.Guard); err != nil {
+		return ctrl.Result{}, err
+	}
 	lease, err := s.backend.TryAcquire(ctx, s.hold.Key, s.hold.Identity, s.ttl)
 	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
 		lease = backends.Lease{Key: s.hold.Key, Identity: s.hold.Identity, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
@@ -576,6 +585,9 @@ func (r *LockClaimReconciler) writeToken(ctx context.Context, s *claimScope, loc
 		FencingToken: token,
 		AcquireTime:  *micro(s.now),
 		ExpireTime:   micro(lease.ExpireTime),
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return 0, err
 	}
 	if err := r.Status().Update(ctx, lock); err != nil {
 		return 0, err
@@ -835,6 +847,9 @@ func (r *LockClaimReconciler) writeStatus(ctx context.Context, before, claim *lo
 	if !claim.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(claim, locksv1alpha1.Finalizer) {
 		return nil // released and let go: the object is gone
 	}
+	if err := checkGuard(r.Guard); err != nil {
+		return err
+	}
 	if claim.Status.Phase == locksv1alpha1.ClaimHeld && before.Status.Phase != locksv1alpha1.ClaimHeld {
 		failpoint.Pause(failpoint.GrantStatus, claim.Namespace+"/"+claim.Name)
 	}
@@ -1020,4 +1035,12 @@ func queueChanged() predicate.Predicate {
 			return o.Status.Phase != n.Status.Phase || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
 		},
 	}
+}
+
+// checkGuard asks guard, if there is one, whether this process may still write as leader.
+func checkGuard(guard *leaderguard.Guard) error {
+	if guard == nil {
+		return nil
+	}
+	return guard.Check()
 }

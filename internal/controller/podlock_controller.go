@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -54,6 +55,9 @@ type PodLockReconciler struct {
 	// MaxConcurrentReconciles bounds parallel pod reconciles (default 4): lifting a gate is on
 	// the handoff's critical path.
 	MaxConcurrentReconciles int
+	// Guard, when set, vetoes lifting a gate once this process has stalled (leaderguard): a
+	// deposed leader's stale cache must not let a pod start.
+	Guard *leaderguard.Guard
 }
 
 // Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
@@ -170,6 +174,9 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	patched.Annotations[locksv1alpha1.PodHolderAnnotation] = claim.Status.HolderIdentity
 	if gate >= 0 {
 		patched.Spec.SchedulingGates = slices.Delete(patched.Spec.SchedulingGates, gate, gate+1)
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return err
 	}
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("annotating pod %s with its fencing token: %w", pod.Name, err)

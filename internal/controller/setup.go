@@ -27,6 +27,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	// Clock is the controller's clock, for the claim reconciler and the Renewer (default: the
 	// real clock; fault tests pass one they can step).
 	Clock clock.Clock
+	// Guard, when set, is added to the manager and checked before every write only a leader
+	// may make, so that a leader that stalled past its lease acts no more (leaderguard).
+	Guard *leaderguard.Guard
 }
 
 // Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
@@ -56,7 +60,13 @@ func Setup(mgr manager.Manager, o Options) error {
 	resolver := &BackendResolver{Client: mgr.GetClient(), Registry: o.Registry}
 	recorder := mgr.GetEventRecorder("lockwarden")
 
+	if o.Guard != nil {
+		if err := mgr.Add(o.Guard); err != nil {
+			return fmt.Errorf("adding the leader guard: %w", err)
+		}
+	}
 	claims := &LockClaimReconciler{
+		Guard:                   o.Guard,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Backends:                resolver,
@@ -79,7 +89,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := (&DistributedLockReconciler{Client: mgr.GetClient(), Backends: resolver}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
 	}
-	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
+	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder, Guard: o.Guard, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,

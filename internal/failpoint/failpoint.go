@@ -24,9 +24,10 @@ package failpoint
 type Point string
 
 const (
-	// GrantStatus is just before the claim status write that reports a fresh grant (phase Held):
-	// the backend holds the key and the lock record has the token, but the claim does not say so
-	// yet. A leader stopped here and woken after a standby took over is a deposed leader in the
-	// middle of a handoff.
+	// GrantStatus is just before the claim status write that reports a fresh grant (phase Held),
+	// after the leader guard's last check: the backend holds the key and the lock record has the
+	// token, but the claim does not say so yet. A leader stopped here and woken after a standby
+	// took over is a deposed leader in the middle of a handoff that its guard can no longer stop;
+	// only the write's resourceVersion precondition keeps it from bringing an ended claim back.
 	GrantStatus Point = "grant-status"
 )

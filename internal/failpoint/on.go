@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // FileEnv names the file through which the harness arms a point: the file holds the point's
@@ -50,4 +51,8 @@ func Pause(p Point, detail string) {
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	// The stop reaches every thread of the process soon, but not at once: the calling thread
+	// may run on for a moment (long enough to send a request). Wait here until it has surely
+	// been stopped; after SIGCONT the wait ends.
+	time.Sleep(100 * time.Millisecond)
 }

@@ -45,7 +45,10 @@ const (
 	// RenewLost treats a lock the backend reports lost (expired, or given to someone else) as
 	// renewed.
 	RenewLost Name = "renew-lost"
+	// NoStallGuard never trips the leader guard: a leader that woke up deposed goes on acting
+	// until its leader election notices.
+	NoStallGuard Name = "no-stall-guard"
 )
 
 // All lists every mutant, in the order the harness runs them.
-var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost}
+var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard}
