@@ -116,7 +116,7 @@ const backendLatency = 100 * time.Millisecond
 var backendFaults = map[faultKind]string{
 	faultRedisRestart: "redis", faultRedisPause: "redis", faultRedisBlackhole: "redis", faultRedisRefuse: "redis",
 	faultRedisLatency: "redis", faultRedisFlush: "redis",
-	faultEtcdRestart:  "etcd", faultEtcdBlackhole: "etcd", faultEtcdRefuse: "etcd", faultEtcdLatency: "etcd",
+	faultEtcdRestart: "etcd", faultEtcdBlackhole: "etcd", faultEtcdRefuse: "etcd", faultEtcdLatency: "etcd",
 	faultZKRestart: "zookeeper", faultZKBlackhole: "zookeeper",
 	faultPGRestart: "postgresql", faultPGBlackhole: "postgresql",
 	faultMariaRestart: "mariadb", faultMariaBlackhole: "mariadb",
