@@ -66,7 +66,7 @@ test: verify vet helm-lint test-unit test-e2e test-reliability-smoke ## Run ever
 .PHONY: test-unit
 test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
-	go test $(GO_TEST_FLAGS) -tags testclock ./cmd/manager/
+	go test $(GO_TEST_FLAGS) -tags testclock -run TestManagerClock ./cmd/manager/
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster when set).

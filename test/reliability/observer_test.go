@@ -20,11 +20,22 @@ package reliability
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 )
 
 // observePeriod is how often the observer reads a key it cannot watch.
@@ -32,12 +43,13 @@ const observePeriod = 25 * time.Millisecond
 
 // observer keeps the backend's own view of each lock key over time (KeyTimeline), read through
 // the backend's protocol on a connection of the harness's own: a read every observePeriod, and,
-// where the store can push changes (etcd), a watch that also catches a holder replaced by another
-// between two reads.
+// where the store can push changes (etcd keys, ZooKeeper nodes, the built-in backend's Leases), a
+// watch that also catches a holder replaced by another between two reads.
 type observer struct {
 	reader backendReader
-	// etcd, when set, is watched for every key besides the reads.
+	// etcd and zk, when set, are watched for every key besides the reads.
 	etcd *clientv3.Client
+	zk   *zk.Conn
 
 	mu        sync.Mutex
 	timelines map[string]*KeyTimeline // by key
@@ -56,6 +68,9 @@ func (o *observer) watch(ctx context.Context, lock, key string) {
 	o.wg.Go(func() { o.poll(ctx, key) })
 	if o.etcd != nil {
 		o.wg.Go(func() { o.watchEtcd(ctx, key) })
+	}
+	if o.zk != nil {
+		o.wg.Go(func() { o.watchZooKeeper(ctx, o.zk, key) })
 	}
 }
 
@@ -124,4 +139,125 @@ func (o *observer) results(end time.Time) []KeyTimeline {
 		out = append(out, c)
 	}
 	return out
+}
+
+// watchLeases follows the built-in backend's Leases (lock and session Leases alike, in the order
+// the API server wrote them): a lock Lease whose holder changes from one identity to another
+// while the first one's hold was still valid by the backend's rule (its own or its session's
+// renewal plus leaseDurationSeconds, evaluated now, with the session as the stream last showed
+// it) means two identities held the key at once.
+func (o *observer) watchLeases(ctx context.Context, c client.WithWatch) {
+	last := map[string]*coordinationv1.Lease{} // by name: every Lease as last seen
+	valid := func(l *coordinationv1.Lease, now time.Time) bool {
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.LeaseDurationSeconds == nil {
+			return false
+		}
+		renewed := time.Time{}
+		if l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.Time
+		}
+		if s := last[l.Labels[kbackend.SessionLabel]]; s != nil && s.Spec.RenewTime != nil && s.Spec.RenewTime.After(renewed) {
+			renewed = s.Spec.RenewTime.Time
+		}
+		return now.Before(renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	}
+	rv := ""
+	for ctx.Err() == nil {
+		var list coordinationv1.LeaseList
+		opts := []client.ListOption{client.InNamespace(controllerNamespace), client.MatchingLabels{kbackend.ManagedByLabel: kbackend.ManagedByValue}}
+		if rv == "" {
+			if err := c.List(ctx, &list, opts...); err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for i := range list.Items {
+				last[list.Items[i].Name] = &list.Items[i]
+			}
+			rv = list.ResourceVersion
+		}
+		w, err := c.Watch(ctx, &coordinationv1.LeaseList{}, append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})...)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				rv = "" // an error (e.g. the history expired): list again
+				break
+			}
+			rv = l.ResourceVersion
+			now := time.Now()
+			key := l.Annotations[kbackend.KeyAnnotation]
+			o.mu.Lock()
+			tl := o.timelines[key]
+			o.mu.Unlock()
+			old := last[l.Name]
+			if ev.Type == watch.Deleted {
+				delete(last, l.Name)
+			} else {
+				last[l.Name] = l
+			}
+			if tl == nil || old == nil || ev.Type != watch.Modified {
+				continue
+			}
+			before, after := ptr.Deref(old.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.HolderIdentity, "")
+			if before != "" && after != "" && before != after && valid(old, now) {
+				o.mu.Lock()
+				tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("Lease %s (key %s): holder %s replaced by %s at %s while %s's hold was still valid (two holders at once)",
+					l.Name, key, before, after, now.Format(time.StampMilli), before))
+				o.mu.Unlock()
+			}
+		}
+		w.Stop()
+	}
+}
+
+// watchZooKeeper follows key's lock node with one-shot watches, re-armed after each event. A
+// change of the node's data from one holder's record to another's, on the same node (the same
+// creation zxid: not a delete and a create in between) and while the first record was still
+// valid, means two identities held the key at once.
+func (o *observer) watchZooKeeper(ctx context.Context, conn *zk.Conn, key string) {
+	path := zkGuardPath(key) + "/" + zookeeper.LockNodeName
+	var prev *zkRecord
+	var prevCzxid int64
+	for ctx.Err() == nil {
+		data, stat, ch, err := conn.GetW(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			prev = nil
+			exists, _, ech, err := conn.ExistsW(path)
+			switch {
+			case err != nil:
+				time.Sleep(100 * time.Millisecond)
+			case !exists:
+				select {
+				case <-ech:
+				case <-ctx.Done():
+				}
+			}
+			continue
+		}
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		var rec zkRecord
+		if json.Unmarshal(data, &rec) != nil || rec.Holder == "" {
+			rec = zkRecord{Holder: string(data)} // not lockwarden's record: held by its data
+		}
+		now := time.Now()
+		if prev != nil && stat.Czxid == prevCzxid && prev.Holder != rec.Holder && prev.ExpireTime.After(now) {
+			o.mu.Lock()
+			tl := o.timelines[key]
+			tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("ZooKeeper node %s: holder %s replaced by %s at %s while %s's record was valid until %s (two holders at once)",
+				path, prev.Holder, rec.Holder, now.Format(time.StampMilli), prev.Holder, prev.ExpireTime.Format(time.StampMilli)))
+			o.mu.Unlock()
+		}
+		prev, prevCzxid = &rec, stat.Czxid
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -634,7 +634,13 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		etcdWatch = srv.etcdClient
 	}
 	obs := newObserver(be.reader, etcdWatch)
+	if s.backend == "zookeeper" {
+		obs.zk = srv.zkConn
+	}
 	observeCtx, stopObserving := context.WithCancel(ctx)
+	if s.backend == "kubernetes" {
+		go obs.watchLeases(observeCtx, e.c)
+	}
 	for l := range locks {
 		name := fmt.Sprintf("lock-%d", l)
 		if err := e.c.Create(ctx, lockSpec(name)); err != nil {
