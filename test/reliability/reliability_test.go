@@ -226,8 +226,6 @@ func smokeScenarios() []scenario {
 		{name: "stale-writer", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisBlackhole}, staleWriter: true, workload: 20 * time.Second},
 		{name: "redis-restart", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisRestart}, workload: 25 * time.Second},
 		{name: "leader-pause", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderPause}, workload: 30 * time.Second},
-		{name: "leader-kill", backend: "redis", replicas: 2, kinds: []faultKind{faultLeaderKill}, workload: 25 * time.Second},
-		{name: "api-partition", backend: "redis", replicas: 1, kinds: []faultKind{faultAPIBlackhole}, workload: 25 * time.Second},
 		deposedLeader("kubernetes"),
 		outsideHolder(),
 		// Two deliberate bugs that the harness must catch (make test-reliability-mutants runs all).
