@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,11 +85,16 @@ func (o *observer) poll(ctx context.Context, key string) {
 	t := time.NewTicker(observePeriod)
 	defer t.Stop()
 	for {
+		// A read that shows a holder proves it held at some moment between the read's start and
+		// its end; the state is dated at the start. Dated at the end, a slow read (up to
+		// readTimeout) that began before a handoff would show the old holder after the new one
+		// was seen Held (first seen on Redlock, whose reader waits for every node).
+		at := time.Now()
 		v := o.reader.read(ctx, key)
 		if ctx.Err() != nil {
 			return
 		}
-		o.add(key, KeyState{At: time.Now(), Known: v.Known, Holder: v.Holder})
+		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder})
 		select {
 		case <-ctx.Done():
 			return
@@ -133,7 +139,9 @@ func (o *observer) results(end time.Time) []KeyTimeline {
 	out := make([]KeyTimeline, 0, len(o.timelines))
 	for _, tl := range o.timelines {
 		c := *tl
+		// The reads and the watch date their states independently: put them in time order.
 		c.States = append([]KeyState(nil), tl.States...)
+		slices.SortStableFunc(c.States, func(a, b KeyState) int { return a.At.Compare(b.At) })
 		c.Overlaps = append([]string(nil), tl.Overlaps...)
 		c.End = end
 		out = append(out, c)
