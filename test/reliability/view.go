@@ -58,11 +58,12 @@ func (tl *KeyTimeline) Add(s KeyState) {
 }
 
 // ViewGrace is the one mismatch the backend-view check allows: a claim may still show Held
-// while the backend key is already held by another identity only because the controller writes
-// the backend first and the claim's end after it (DESIGN.md §3: release, grant, lock record,
-// claims). The claim's end must then be observed within this bound of the first moment the
-// mismatch was seen; the bound covers the writes of one pass under the harness's slowest link
-// (300 ms each way on the leader's API link).
+// while the backend key is already held by its successor (a later grant of the same lock) only
+// because the controller writes the backend first and the claim's end after it (DESIGN.md §3:
+// release, grant, lock record, claims). The claim's end must then be observed within this bound
+// of the first moment the mismatch was seen; the bound covers the writes of one pass under the
+// harness's slowest link (300 ms each way on the leader's API link). A key held by anyone else (a
+// client outside the queue, an earlier holder) gets no grace.
 const ViewGrace = 2 * time.Second
 
 // ViewCheck is what CheckBackendView found.
@@ -84,9 +85,16 @@ type ViewCheck struct {
 func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Duration) ViewCheck {
 	var out ViewCheck
 	byLock := map[string][]Grant{}
+	// tokenOf is, per lock, the highest token granted to each identity: the grace is for a
+	// successor (a later grant of the same lock) only, never for a holder outside the queue.
+	tokenOf := map[string]map[string]int64{}
 	for _, g := range grants {
 		if !g.Acquired.IsZero() && g.Identity != "" {
 			byLock[g.Lock] = append(byLock[g.Lock], g)
+			if tokenOf[g.Lock] == nil {
+				tokenOf[g.Lock] = map[string]int64{}
+			}
+			tokenOf[g.Lock][g.Identity] = max(tokenOf[g.Lock][g.Identity], g.Token)
 		}
 	}
 	for _, tl := range timelines {
@@ -104,7 +112,8 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					return
 				}
 				d := until.Sub(since)
-				if ended && d < grace {
+				successor := tokenOf[tl.Lock][foreign] > g.Token
+				if ended && successor && d < grace {
 					out.Allowed++
 					out.Longest = max(out.Longest, d)
 				} else {

@@ -44,11 +44,14 @@ func TestCheckBackendView(t *testing.T) {
 		bad     bool
 		allowed int
 	}{
-		"clean handoff":              {timeline(state(90, "pod-a"), state(495, ""), state(515, "pod-b")), false, 0},
-		"handoff before the end":     {timeline(state(90, "pod-a"), state(450, "pod-b")), false, 1},
-		"unknown says nothing":       {timeline(state(90, "pod-a"), unknown, state(400, "pod-a"), state(510, "pod-b")), false, 0},
-		"free is not judged":         {timeline(state(90, "pod-a"), state(200, ""), state(510, "pod-b")), false, 0},
-		"someone else all along":     {timeline(state(0, "outside")), true, 0},
+		"clean handoff":          {timeline(state(90, "pod-a"), state(495, ""), state(515, "pod-b")), false, 0},
+		"handoff before the end": {timeline(state(90, "pod-a"), state(450, "pod-b")), false, 1},
+		"unknown says nothing":   {timeline(state(90, "pod-a"), unknown, state(400, "pod-a"), state(510, "pod-b")), false, 0},
+		"free is not judged":     {timeline(state(90, "pod-a"), state(200, ""), state(510, "pod-b")), false, 0},
+		"someone else all along": {timeline(state(0, "outside")), true, 0},
+		// A wrong grant noticed at the first renewal: a ends soon, but the key was never its
+		// successor's, so there is no grace.
+		"outside, briefly":           {timeline(state(90, "pod-a"), state(400, "outside"), state(510, "pod-b")), true, 0},
 		"b's key taken, never ended": {timeline(state(90, "pod-a"), state(495, ""), state(515, "pod-b"), state(700, "outside")), true, 0},
 	} {
 		v := CheckBackendView([]KeyTimeline{c.tl}, grants, 200*time.Millisecond)
