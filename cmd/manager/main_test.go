@@ -56,9 +56,6 @@ func TestLeaderElectionTimings(t *testing.T) {
 // (internal/failpoint) exist only in test builds. The shipped build must not carry a trace of
 // them; the tagged build is checked too, so that the test could fail.
 func TestShippedBinaryCarriesNoMutantsOrFailpoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the manager twice")
-	}
 	markers := []string{"LOCKWARDEN_MUTANT", "LOCKWARDEN_FAILPOINT_FILE", "grant-unacquired", "release-unchecked"}
 	build := func(tags string) string {
 		t.Helper()

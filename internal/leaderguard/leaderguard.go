@@ -55,8 +55,7 @@ type Guard struct {
 // standby needs to take over after the leader's last renewal (lease duration minus renew
 // deadline keeps a renewal period of margin), and far above any pause a healthy process has.
 func New(limit time.Duration) *Guard {
-	g := &Guard{limit: limit, start: time.Now()}
-	return g
+	return &Guard{limit: limit, start: time.Now()}
 }
 
 // Stalled is the decision: a beat at last (monotonic) and a look at now, with limit.
@@ -71,8 +70,10 @@ func (g *Guard) trip(gap time.Duration) {
 	g.tripped.CompareAndSwap(nil, &msg)
 }
 
-// check looks at the gap since the last beat, trips on a stall, and says whether it is tripped.
-func (g *Guard) check() error {
+// Check looks at the gap since the last beat, trips on a stall, and returns an error once the
+// process has stalled: call it right before every write that only the leader may make (a backend
+// acquire, a token, a grant, a gate lifted).
+func (g *Guard) Check() error {
 	if mutant.Active(mutant.NoStallGuard) {
 		return nil
 	}
@@ -85,10 +86,6 @@ func (g *Guard) check() error {
 	return nil
 }
 
-// Check returns an error once the process has stalled: call it right before every write that
-// only the leader may make (a backend acquire, a token, a grant, a gate lifted).
-func (g *Guard) Check() error { return g.check() }
-
 // Start beats until ctx ends; it returns an error when it trips, which stops the manager.
 func (g *Guard) Start(ctx context.Context) error {
 	g.last.Store(int64(g.now()))
@@ -100,7 +97,7 @@ func (g *Guard) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if err := g.check(); err != nil {
+		if err := g.Check(); err != nil {
 			return err
 		}
 		g.last.Store(int64(g.now()))

@@ -54,7 +54,6 @@ type observer struct {
 
 	mu        sync.Mutex
 	timelines map[string]*KeyTimeline // by key
-	wg        sync.WaitGroup
 }
 
 func newObserver(reader backendReader, etcd *clientv3.Client) *observer {
@@ -66,12 +65,12 @@ func (o *observer) watch(ctx context.Context, lock, key string) {
 	o.mu.Lock()
 	o.timelines[key] = &KeyTimeline{Lock: lock, Key: key}
 	o.mu.Unlock()
-	o.wg.Go(func() { o.poll(ctx, key) })
+	go o.poll(ctx, key)
 	if o.etcd != nil {
-		o.wg.Go(func() { o.watchEtcd(ctx, key) })
+		go o.watchEtcd(ctx, key)
 	}
 	if o.zk != nil {
-		o.wg.Go(func() { o.watchZooKeeper(ctx, o.zk, key) })
+		go o.watchZooKeeper(ctx, o.zk, key)
 	}
 }
 
