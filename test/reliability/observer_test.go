@@ -223,11 +223,13 @@ func (o *observer) watchLeases(ctx context.Context, c client.WithWatch) {
 // watchZooKeeper follows key's lock node with one-shot watches, re-armed after each event. A
 // change of the node's data from one holder's record to another's, on the same node (the same
 // creation zxid: not a delete and a create in between) and while the first record was still
-// valid, means two identities held the key at once.
+// valid (its mtime plus TTL, by the server's clock, before the replacing write's mtime), means two
+// identities held the key at once.
 func (o *observer) watchZooKeeper(ctx context.Context, conn *zk.Conn, key string) {
 	path := zkGuardPath(key) + "/" + zookeeper.LockNodeName
 	var prev *zkRecord
 	var prevCzxid int64
+	var prevValidUntil time.Time
 	for ctx.Err() == nil {
 		data, stat, ch, err := conn.GetW(path)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -252,15 +254,17 @@ func (o *observer) watchZooKeeper(ctx context.Context, conn *zk.Conn, key string
 		if json.Unmarshal(data, &rec) != nil || rec.Holder == "" {
 			rec = zkRecord{Holder: string(data)} // not lockwarden's record: held by its data
 		}
-		now := time.Now()
-		if prev != nil && stat.Czxid == prevCzxid && prev.Holder != rec.Holder && prev.ExpireTime.After(now) {
+		// The replacement's mtime is when the server applied it, on the same clock as the
+		// previous record's validity.
+		replacedAt := time.UnixMilli(stat.Mtime)
+		if prev != nil && stat.Czxid == prevCzxid && prev.Holder != rec.Holder && prevValidUntil.After(replacedAt) {
 			o.mu.Lock()
 			tl := o.timelines[key]
 			tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("ZooKeeper node %s: holder %s replaced by %s at %s while %s's record was valid until %s (two holders at once)",
-				path, prev.Holder, rec.Holder, now.Format(time.StampMilli), prev.Holder, prev.ExpireTime.Format(time.StampMilli)))
+				path, prev.Holder, rec.Holder, replacedAt.Format(time.StampMilli), prev.Holder, prevValidUntil.Format(time.StampMilli)))
 			o.mu.Unlock()
 		}
-		prev, prevCzxid = &rec, stat.Czxid
+		prev, prevCzxid, prevValidUntil = &rec, stat.Czxid, zkValidUntil(rec, stat)
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -50,8 +50,15 @@ type zkReader struct{ conn *zk.Conn }
 
 // zkRecord is the part of a lock node's record the reader needs.
 type zkRecord struct {
-	Holder     string    `json:"holder"`
-	ExpireTime time.Time `json:"expireTime"`
+	Holder    string `json:"holder"`
+	TTLMillis int64  `json:"ttlMillis"`
+}
+
+// zkValidUntil is when a lock node's record stops holding its lock: the node's mtime plus its TTL,
+// by the ZooKeeper server's clock (the backend's rule; the record's ExpireTime is the writer's
+// clock and informational). The server runs on this machine, so its clock is ours.
+func zkValidUntil(rec zkRecord, stat *zk.Stat) time.Time {
+	return time.UnixMilli(stat.Mtime).Add(time.Duration(max(rec.TTLMillis, 0)) * time.Millisecond)
 }
 
 // zkGuardPath is key's guard node, as the backend names it.
@@ -90,8 +97,10 @@ func zkCall[T any](ctx context.Context, f func() (T, error)) (T, error) {
 func (r zkReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
+	var stat *zk.Stat
 	data, err := zkCall(ctx, func() ([]byte, error) {
-		data, _, err := r.conn.Get(zkGuardPath(key) + "/" + zookeeper.LockNodeName)
+		data, st, err := r.conn.Get(zkGuardPath(key) + "/" + zookeeper.LockNodeName)
+		stat = st
 		return data, err
 	})
 	switch {
@@ -105,7 +114,7 @@ func (r zkReader) read(ctx context.Context, key string) BackendView {
 		// Not lockwarden's record: another client's node, held by its data.
 		return BackendView{Known: true, Held: true, Holder: string(data)}
 	}
-	if !rec.ExpireTime.After(time.Now()) {
+	if stat == nil || !zkValidUntil(rec, stat).After(time.Now()) {
 		return BackendView{Known: true}
 	}
 	return BackendView{Known: true, Held: true, Holder: rec.Holder}

@@ -49,8 +49,10 @@ limitations under the License.
 // an expired record as a free lock, and TryAcquire replaces it atomically by version). So a
 // controller that stops renewing loses its locks after the TTL even though its session lives on,
 // and a controller that dies loses them after the session timeout or the TTL, whichever is
-// first. ExpireTime is computed by the session's clock: controllers that share locks must have
-// roughly synchronized clocks, and holders must use fencing tokens anyway.
+// first. A record expires at its node's mtime plus its TTL, by the ensemble's clock, which the
+// session estimates from its own writes (serverclock.go): a controller's wall clock, stepped or
+// skewed, never shortens a hold. The record's AcquireTime and ExpireTime are the writer's clock,
+// for people reading the node; the times this package returns are the caller's clock.
 //
 // TryAcquire is one Multi that bumps the guard, creates the node and sets its data again (the
 // SetData answers with the Stat, and so the Czxid, which Create does not return), one round
@@ -164,6 +166,8 @@ type Backend struct {
 
 	// requests counts requests sent (see RoundTrips).
 	requests atomic.Int64
+	// server estimates the ensemble's clock, by which records expire.
+	server serverClock
 
 	// mu guards the fields below.
 	mu     sync.Mutex
@@ -187,12 +191,15 @@ type written struct {
 	rec     record
 	version int32
 	czxid   int64
+	// mtime is the write's time by the ensemble's clock, in milliseconds (Stat.Mtime).
+	mtime   int64
 	session int64
 	// guard is the guard node's data version after the write.
 	guard int32
 }
 
-// record is a lock node's data.
+// record is a lock node's data. AcquireTime and ExpireTime are by the writer's clock and
+// informational; the record expires at the node's mtime plus TTLMillis, by the ensemble's clock.
 type record struct {
 	Holder      string    `json:"holder"`
 	AcquireTime time.Time `json:"acquireTime"`
@@ -439,9 +446,61 @@ func (b *Backend) get(ctx context.Context, c *zk.Conn, key, path string, withGua
 	return n, nil
 }
 
-// expired tells whether a record no longer holds its lock at now.
-func (n node) expired(now time.Time) bool {
-	return !n.foreign && !n.rec.ExpireTime.After(now)
+// expiry is when the node's record stops holding its lock, by the ensemble's clock.
+func (n node) expiry() time.Time { return recordExpiry(n.stat.Mtime, n.rec.TTLMillis) }
+
+// expired tells whether an existing node's record no longer holds its lock at serverNow, the
+// ensemble's time. Data that is not our record never expires.
+func (n node) expired(serverNow time.Time) bool {
+	return !n.foreign && !n.expiry().After(serverNow)
+}
+
+// serverTime estimates the ensemble's current time, writing a probe node first when the session
+// has no recent sample (one round trip).
+func (b *Backend) serverTime(ctx context.Context, c *zk.Conn) (time.Time, error) {
+	if now, ok := b.server.now(time.Now()); ok {
+		return now, nil
+	}
+	if err := b.probe(ctx, c); err != nil {
+		return time.Time{}, err
+	}
+	if now, ok := b.server.now(time.Now()); ok {
+		return now, nil
+	}
+	return time.Time{}, b.wrap("reading the ensemble's clock", errors.New("the probe write returned no time"))
+}
+
+// probe creates, writes and deletes the session's probe node under Root in one Multi, which
+// proves that the ensemble has a quorum and the session may write there, and samples the
+// ensemble's clock from the write.
+func (b *Backend) probe(ctx context.Context, c *zk.Conn) error {
+	if err := b.ensureRoot(ctx, c, false); err != nil {
+		return err
+	}
+	var res []zk.MultiResponse
+	err := b.call(ctx, c, "writing the probe node "+b.pingNode, true, func() error {
+		var err error
+		res, err = c.Multi(&zk.CreateRequest{Path: b.pingNode, Data: []byte("ping"), Acl: b.acl, Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: b.pingNode, Data: []byte("ping"), Version: 0},
+			&zk.DeleteRequest{Path: b.pingNode, Version: -1})
+		return err
+	})
+	at := time.Now()
+	if err == nil && len(res) == 3 && res[1].Stat != nil {
+		b.server.observe(res[1].Stat.Mtime, at)
+		return nil
+	}
+	for _, r := range res {
+		// The op that failed; the ones after it answer "runtime inconsistency" (-2), which the
+		// library reports as an unknown error.
+		if r.Error != nil && !strings.HasPrefix(r.Error.Error(), "unknown error") {
+			return b.wrap("writing the probe node "+b.pingNode, r.Error)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return b.wrap("writing the probe node "+b.pingNode, errors.New("the server returned no stat"))
 }
 
 // put makes key's lock node hold rec on this session, in one Multi that is conditional on the
@@ -476,6 +535,7 @@ func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec recor
 		res, err = c.Multi(ops...)
 		return err
 	})
+	at := time.Now()
 	if len(res) == len(ops) {
 		for i, r := range res {
 			switch {
@@ -502,6 +562,7 @@ func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec recor
 	if g := res[0].Stat; g != nil {
 		guard = g.Version
 	}
+	b.server.observe(stat.Mtime, at)
 	b.remember(path, rec, stat, session, guard)
 	return stat, nil
 }
@@ -538,7 +599,7 @@ var (
 func (b *Backend) remember(path string, rec record, stat *zk.Stat, session int64, guard int32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.written[path] = written{rec: rec, version: stat.Version, czxid: stat.Czxid, session: session, guard: guard}
+	b.written[path] = written{rec: rec, version: stat.Version, czxid: stat.Czxid, mtime: stat.Mtime, session: session, guard: guard}
 }
 
 // forget drops path from the cache.
@@ -578,16 +639,22 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 				return backends.Lease{}, err
 			}
 			prev, guard = n.stat, n.guard
+			var serverNow time.Time
+			if n.exists && !n.foreign {
+				if serverNow, err = b.serverTime(ctx, c); err != nil {
+					return backends.Lease{}, err
+				}
+			}
 			switch {
 			case !n.exists:
-			case n.expired(now):
+			case n.expired(serverNow):
 				// A new hold replaces an expired one.
 			case n.rec.Holder == identity && !n.foreign:
 				rec.AcquireTime = n.rec.AcquireTime // reentrancy or resumption
 			default:
 				locked := &backends.LockedError{Key: key, Holder: n.rec.Holder}
 				if !n.foreign {
-					locked.ExpireTime = n.rec.ExpireTime
+					locked.ExpireTime = localExpiry(n.expiry(), serverNow, b.clock.Now())
 				}
 				return backends.Lease{}, locked
 			}
@@ -679,16 +746,23 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	if err != nil {
 		return nil, nil, err
 	}
+	// now stamps the records and the leases returned; serverNow, the ensemble's time, judges
+	// which records expired. It is taken once, before any write: a little early is on the safe
+	// side.
 	now := b.clock.Now()
+	serverNow, err := b.serverTime(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
 	held := make([]bool, len(asks))
 	for from := 0; from < len(asks); from += renewChunk {
 		chunk := asks[from:min(from+renewChunk, len(asks))]
-		ok, err := b.renewCached(ctx, c, chunk, now, ttl)
+		ok, err := b.renewCached(ctx, c, chunk, now, serverNow, ttl)
 		if err != nil {
 			return nil, nil, err
 		}
 		if !ok {
-			if err := b.renewEach(ctx, c, chunk, now, ttl, held[from:]); err != nil {
+			if err := b.renewEach(ctx, c, chunk, now, serverNow, ttl, held[from:]); err != nil {
 				return nil, nil, err
 			}
 			continue
@@ -722,7 +796,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 // renewCached extends chunk in one Multi of SetData ops at the versions the session wrote last.
 // ok is false, and nothing was written, when a lease is not in the cache as this session's,
 // current and matching, or when a node changed since.
-func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now time.Time, ttl time.Duration) (ok bool, err error) {
+func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now, serverNow time.Time, ttl time.Duration) (ok bool, err error) {
 	session := c.SessionID()
 	ops := make([]any, 2*len(chunk))
 	recs := make([]record, len(chunk))
@@ -731,7 +805,8 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 	for i, l := range chunk {
 		w, found := b.written[b.nodePath(l.Key)]
 		if !found || w.session != session || session == 0 || w.rec.Holder != l.Identity ||
-			(!l.AcquireTime.IsZero() && !w.rec.AcquireTime.Equal(l.AcquireTime)) || !w.rec.ExpireTime.After(now) {
+			(!l.AcquireTime.IsZero() && !w.rec.AcquireTime.Equal(l.AcquireTime)) ||
+			!recordExpiry(w.mtime, w.rec.TTLMillis).After(serverNow) {
 			b.mu.Unlock()
 			return false, nil
 		}
@@ -747,6 +822,7 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 		res, err = c.Multi(ops...)
 		return err
 	})
+	at := time.Now()
 	if len(res) == len(ops) {
 		failed := false
 		for i, r := range res {
@@ -766,6 +842,7 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 	}
 	for i := range chunk {
 		if st := res[2*i+1].Stat; st != nil {
+			b.server.observe(st.Mtime, at)
 			b.remember(b.nodePath(chunk[i].Key), recs[i], st, session, guards[i])
 		}
 	}
@@ -774,25 +851,25 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 
 // renewEach reads each lease's node and extends those the lease's identity still holds, moving
 // them to this session, concurrently.
-func (b *Backend) renewEach(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now time.Time, ttl time.Duration, held []bool) error {
+func (b *Backend) renewEach(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now, serverNow time.Time, ttl time.Duration, held []bool) error {
 	errs := make([]error, len(chunk))
 	var wg sync.WaitGroup
 	for i, l := range chunk {
-		wg.Go(func() { held[i], errs[i] = b.renewOne(ctx, c, l, now, ttl) })
+		wg.Go(func() { held[i], errs[i] = b.renewOne(ctx, c, l, now, serverNow, ttl) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
 // renewOne extends one lease if its identity still holds it.
-func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, now time.Time, ttl time.Duration) (bool, error) {
+func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, now, serverNow time.Time, ttl time.Duration) (bool, error) {
 	path := b.nodePath(l.Key)
 	for range attempts {
 		n, err := b.get(ctx, c, l.Key, path, true)
 		if err != nil {
 			return false, err
 		}
-		if !n.exists || n.foreign || n.rec.Holder != l.Identity || n.expired(now) ||
+		if !n.exists || n.foreign || n.rec.Holder != l.Identity || n.expired(serverNow) ||
 			(!l.AcquireTime.IsZero() && !n.rec.AcquireTime.Equal(l.AcquireTime)) {
 			return false, nil
 		}
@@ -824,10 +901,15 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 		if err != nil || !n.exists {
 			return err
 		}
-		now := b.clock.Now()
 		if n.rec.Holder != lease.Identity || n.foreign {
-			if n.expired(now) {
-				return nil
+			if !n.foreign {
+				serverNow, err := b.serverTime(ctx, c)
+				if err != nil {
+					return err
+				}
+				if n.expired(serverNow) {
+					return nil
+				}
 			}
 			return fmt.Errorf("zookeeper backend: lock %q is held by %q, not %q: %w", lease.Key, n.rec.Holder, lease.Identity, backends.ErrNotHeld)
 		}
@@ -856,7 +938,8 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	return b.wrap(op, fmt.Errorf("%w %d times; try again", errRace, attempts))
 }
 
-// Inspect reports who holds key: one read. A free or expired lock gives an error wrapping
+// Inspect reports who holds key: one read, and a probe write when the session has not written
+// for a minute (to read the ensemble's clock). A free or expired lock gives an error wrapping
 // backends.ErrNotHeld. A node whose data is not lockwarden's record is reported held by its data,
 // with zero times.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
@@ -871,23 +954,34 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	if err != nil {
 		return backends.Lease{}, err
 	}
-	if !n.exists || n.expired(b.clock.Now()) {
+	if !n.exists {
 		return backends.Lease{}, fmt.Errorf("zookeeper backend: lock %q: %w", key, backends.ErrNotHeld)
 	}
-	return backends.Lease{
+	lease := backends.Lease{
 		Key:         key,
 		Identity:    n.rec.Holder,
 		TTL:         time.Duration(n.rec.TTLMillis) * time.Millisecond,
 		AcquireTime: n.rec.AcquireTime,
-		ExpireTime:  n.rec.ExpireTime,
 		Version:     version(n.stat),
-	}, nil
+	}
+	if n.foreign {
+		return lease, nil
+	}
+	serverNow, err := b.serverTime(ctx, c)
+	if err != nil {
+		return backends.Lease{}, err
+	}
+	if n.expired(serverNow) {
+		return backends.Lease{}, fmt.Errorf("zookeeper backend: lock %q: %w", key, backends.ErrNotHeld)
+	}
+	lease.ExpireTime = localExpiry(n.expiry(), serverNow, b.clock.Now())
+	return lease, nil
 }
 
-// Ping connects (and authenticates), makes sure Root exists, and creates and deletes an
-// ephemeral probe node under it (PingNodePrefix and a random suffix), which proves that the
-// ensemble has a quorum and the session may write there. Errors name the servers and say what
-// failed; they never contain the credentials.
+// Ping connects (and authenticates), makes sure Root exists, and creates, writes and deletes an
+// ephemeral probe node under it (PingNodePrefix and a random suffix) in one Multi, which proves
+// that the ensemble has a quorum and the session may write there. Errors name the servers and
+// say what failed; they never contain the credentials.
 func (b *Backend) Ping(ctx context.Context) error {
 	c, err := b.session(ctx)
 	if err != nil {
@@ -896,20 +990,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 	if err := b.ensureRoot(ctx, c, true); err != nil {
 		return err
 	}
-	err = b.call(ctx, c, "creating the probe node "+b.pingNode, true, func() error {
-		_, err := c.Create(b.pingNode, []byte("ping"), zk.FlagEphemeral, b.acl)
-		return err
-	})
-	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return err
-	}
-	return b.call(ctx, c, "deleting the probe node "+b.pingNode, true, func() error {
-		err := c.Delete(b.pingNode, -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		return err
-	})
+	return b.probe(ctx, c)
 }
 
 // Close closes the session. ZooKeeper deletes its ephemeral nodes at once: every lock the session

@@ -100,8 +100,15 @@ func StartMariaDB(t testing.TB) *Server {
 	s := &Server{t: t, Driver: "mysql", Password: randomPassword()}
 	s.Dir = tempDir(t, "sqltest-mariadb-", nil)
 	data := filepath.Join(s.Dir, "data")
+	// Each server gets a temporary directory of its own: with the shared /tmp, a bootstrap
+	// running next to other servers' once failed to remove its own temporary table ("Could not
+	// remove temporary table '/tmp/#sql-temptable-…'") and left the system tables half made.
+	tmp := filepath.Join(s.Dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatalf("sqltest: %v", err)
+	}
 	runAs := "--user=" + currentUser()
-	small := []string{"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M"}
+	small := []string{"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--tmpdir=" + tmp}
 	if err := run(nil, filepath.Join(s.Dir, "init.log"), filepath.Join(installBin, "mariadb-install-db"),
 		append([]string{"--no-defaults", "--datadir=" + data, runAs, "--auth-root-authentication-method=normal",
 			"--skip-test-db"}, small...)...); err != nil {
