@@ -33,7 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +73,9 @@ var (
 	burst    = flag.Int("burst", 100, "manager API client burst")
 	workers  = flag.Int("workers", 4, "LockClaim workers")
 	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
+	readme   = flag.String("readme", "", "write the results table into this file's bench block (make bench: the README)")
+	steady   = flag.Duration("steady", 30*time.Second, "how long to count the writes of held locks with nothing else happening, per backend (0: skip)")
+	floorN   = flag.Int("floor-writes", 200, "sequential Lease updates to time for the raw-write floor")
 	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods",
 		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods")
 )
@@ -95,56 +98,77 @@ func TestBench(t *testing.T) {
 	}
 	ctx := t.Context()
 	b := startBench(t, ctx)
+	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager QPS %.0f / burst %d, %d claim workers, "+
+		"%d grants and %d handoffs (%d claims queued) per backend, writes of held locks counted over %s, %d pod handoffs.",
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), *qps, *burst, *workers, *grants, *handoffs, *handoffs+1, *steady, *podTurns)}
 	fmt.Printf("lockwarden bench: manager QPS %.0f burst %d, %d claim workers, %d grants and %d handoffs per backend\n",
 		*qps, *burst, *workers, *grants, *handoffs)
+	floor, err := rawLeaseFloor(ctx, b.c, *floorN)
+	must(t, err)
+	res.floor = floor
 
 	if want["kubernetes"] {
 		fmt.Println("backend kubernetes (built-in):")
-		b.run(t, ctx, "k8s", locksv1alpha1.BuiltinBackendName)
+		res.backends = append(res.backends, b.run(t, ctx, "kubernetes (built-in)", "k8s", locksv1alpha1.BuiltinBackendName))
 	}
 	if want["redis"] {
 		server := redistest.Start(t, redistest.Options{})
 		fmt.Printf("backend redis (redis-server on %s):\n", server.Addr())
-		must(t, rawRedis(ctx, server.Addr(), *grants))
-		b.external(t, ctx, "redis", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		raw, err := rawRedis(ctx, server.Addr(), *grants)
+		must(t, err)
+		res.raws = append(res.raws, raw)
+		res.backends = append(res.backends, b.external(t, ctx, "redis", "redis", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}}))
 	}
 	if want["etcd"] {
 		member := etcdtest.Start(t)
 		fmt.Printf("backend etcd (one member on %s):\n", member.Endpoint())
-		must(t, rawEtcd(ctx, member.Endpoint(), *grants))
-		b.external(t, ctx, "etcd", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
-			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}})
+		raw, err := rawEtcd(ctx, member.Endpoint(), *grants)
+		must(t, err)
+		res.raws = append(res.raws, raw)
+		res.backends = append(res.backends, b.external(t, ctx, "etcd (one member)", "etcd", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
+			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}}))
 	}
 	if want["zookeeper"] {
 		server := zktest.Start(t)
 		fmt.Printf("backend zookeeper (one server on %s):\n", server.Addr())
-		must(t, rawZooKeeper(server.Addr(), *grants))
-		b.external(t, ctx, "zk", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
-			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())}}})
+		raw, err := rawZooKeeper(server.Addr(), *grants)
+		must(t, err)
+		res.raws = append(res.raws, raw)
+		res.backends = append(res.backends, b.external(t, ctx, "zookeeper (one server)", "zk", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendZooKeeper,
+			ZooKeeper: &locksv1alpha1.ZooKeeperBackend{Servers: []locksv1alpha1.HostPort{locksv1alpha1.HostPort(server.Addr())}}}))
 	}
 	for _, db := range []struct {
-		name   string
-		driver locksv1alpha1.SQLDriver
-		start  func(testing.TB) *sqltest.Server
+		name, title string
+		driver      locksv1alpha1.SQLDriver
+		start       func(testing.TB) *sqltest.Server
 	}{
-		{"postgres", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
-		{"mariadb", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
+		{"postgres", "PostgreSQL", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
+		{"mariadb", "MariaDB", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
 	} {
 		if !want[db.name] {
 			continue
 		}
 		server := db.start(t)
 		fmt.Printf("backend sql: %s (on %s):\n", db.name, server.Addr())
-		must(t, rawSQL(ctx, db.driver, server.DSN(), *grants))
+		raw, err := rawSQL(ctx, db.title, db.driver, server.DSN(), *grants)
+		must(t, err)
+		res.raws = append(res.raws, raw)
 		secret := b.dsnSecret(t, ctx, db.name, server.DSN())
-		b.external(t, ctx, db.name, locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
-			SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: secret}})
+		res.backends = append(res.backends, b.external(t, ctx, "sql: "+db.title, db.name, locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
+			SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: secret}}))
 	}
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")
-		b.gatedPods(t, ctx, *podTurns)
-		b.lockctlAcquire(t, ctx, *podTurns)
+		res.pods = append(res.pods, b.gatedPods(t, ctx, *podTurns), b.lockctlAcquire(t, ctx, *podTurns))
+	}
+
+	block := res.markdown()
+	fmt.Println()
+	fmt.Print(block)
+	if *readme != "" {
+		must(t, writeBlock(*readme, block))
+		fmt.Printf("\nresults written into %s\n", *readme)
 	}
 }
 
@@ -184,11 +208,15 @@ func startBench(t *testing.T, ctx context.Context) *bench {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mgr.Stop() })
-	return &bench{c: c, held: watchHeld(ctx, c, "bench"), grants: *grants, handoffs: *handoffs}
+	writes, err := startWriteCounter(ctx, c, "bench", systemNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bench{c: c, held: watchHeld(ctx, c, "bench"), writes: writes, grants: *grants, handoffs: *handoffs}
 }
 
 // external creates a LockBackend, waits for its probe and measures it.
-func (b *bench) external(t *testing.T, ctx context.Context, prefix string, spec locksv1alpha1.LockBackendSpec) {
+func (b *bench) external(t *testing.T, ctx context.Context, title, prefix string, spec locksv1alpha1.LockBackendSpec) backendResult {
 	lb := &locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + prefix}, Spec: spec}
 	if err := b.c.Create(ctx, lb); err != nil {
 		t.Fatal(err)
@@ -204,7 +232,7 @@ func (b *bench) external(t *testing.T, ctx context.Context, prefix string, spec 
 			t.Fatal(err)
 		}
 	}
-	b.run(t, ctx, prefix, lb.Name)
+	return b.run(t, ctx, title, prefix, lb.Name)
 }
 
 // dsnSecret stores a DSN in a Secret in the controller's namespace.
@@ -223,16 +251,22 @@ func (b *bench) dsnSecret(t *testing.T, ctx context.Context, name, dsn string) l
 type bench struct {
 	c                client.WithWatch
 	held             <-chan string
+	writes           *writeCounter
 	grants, handoffs int
 }
 
 // run measures one backend, failing the test only if something does not work at all.
-func (b *bench) run(t *testing.T, ctx context.Context, prefix, backend string) {
+func (b *bench) run(t *testing.T, ctx context.Context, title, prefix, backend string) backendResult {
 	t.Helper()
-	must(t, b.measure(ctx, prefix, backend))
+	r, err := b.measure(ctx, prefix, backend)
+	must(t, err)
+	r.name = title
+	return r
 }
 
-func (b *bench) measure(ctx context.Context, prefix, backend string) error {
+func (b *bench) measure(ctx context.Context, prefix, backend string) (backendResult, error) {
+	var r backendResult
+	snapshot := func() (writeCounts, error) { return b.writes.snapshot(ctx, b.c, systemNS) }
 	c := b.c
 	newLock := func(name string) error {
 		return c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
@@ -245,63 +279,123 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) error {
 
 	// Grant latency: one claim at a time on its own free lock.
 	var grantLat []time.Duration
+	var grantWrites writeCounts
 	for i := range b.grants {
 		lock := fmt.Sprintf("%s-grant-%d", prefix, i)
 		if err := newLock(lock); err != nil {
-			return err
+			return r, err
 		}
 		// Locks are made long before they are claimed: wait until this one is ready, so that only
 		// the grant is timed.
 		if err := waitLockReady(ctx, c, "bench", lock); err != nil {
-			return err
+			return r, err
+		}
+		before, err := snapshot()
+		if err != nil {
+			return r, err
 		}
 		start := time.Now()
 		if err := newClaim(lock, lock); err != nil {
-			return err
+			return r, err
 		}
 		if err := waitFor(ctx, b.held, lock); err != nil {
-			return err
+			return r, err
 		}
 		grantLat = append(grantLat, time.Since(start))
+		// Writes of this grant: until the next snapshot, after the controller settled.
+		time.Sleep(50 * time.Millisecond)
+		after, err := snapshot()
+		if err != nil {
+			return r, err
+		}
+		grantWrites = addCounts(grantWrites, after.minus(before))
 	}
-	report("grant latency (claim created → Acquired)", grantLat)
+	r.grant, r.grantWrites = report("grant latency (claim created → Acquired)", grantLat), grantWrites
+	fmt.Printf("  %-58s %s\n", "API writes per grant (claims + locks + leases)", perOp(grantWrites, len(grantLat)))
 
 	// Handoffs on one hot lock: queue every claim, then delete each holder in turn.
 	hot := prefix + "-hot"
 	if err := newLock(hot); err != nil {
-		return err
+		return r, err
 	}
 	if err := waitLockReady(ctx, c, "bench", hot); err != nil {
-		return err
+		return r, err
 	}
 	names := make([]string, b.handoffs+1)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%04d", hot, i)
 		if err := newClaim(names[i], hot); err != nil {
-			return err
+			return r, err
 		}
 	}
 	if err := waitFor(ctx, b.held, names[0]); err != nil {
-		return err
+		return r, err
 	}
 	time.Sleep(2 * time.Second) // let the queue settle
+	before, err := snapshot()
+	if err != nil {
+		return r, err
+	}
 	var handoffLat []time.Duration
 	began := time.Now()
 	for i := 1; i < len(names); i++ {
 		start := time.Now()
 		if err := c.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i-1]}}); err != nil {
-			return err
+			return r, err
 		}
 		if err := waitFor(ctx, b.held, names[i]); err != nil {
-			return err
+			return r, err
 		}
 		handoffLat = append(handoffLat, time.Since(start))
 	}
 	elapsed := time.Since(began)
-	report("graceful handoff latency (holder deleted → next Acquired)", handoffLat)
+	r.handoff = report("graceful handoff latency (holder deleted → next Acquired)", handoffLat)
+	r.handoffsPerSec = float64(len(handoffLat)) / elapsed.Seconds()
 	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput",
-		float64(len(handoffLat))/elapsed.Seconds(), len(handoffLat), elapsed.Round(time.Millisecond), len(names))
-	return b.clear(ctx)
+		r.handoffsPerSec, len(handoffLat), elapsed.Round(time.Millisecond), len(names))
+	// The deleted claims' finalizers may come off after the last handoff: let them.
+	time.Sleep(time.Second)
+	after, err := snapshot()
+	if err != nil {
+		return r, err
+	}
+	r.handoffWrites = after.minus(before)
+	fmt.Printf("  %-58s %s\n", "API writes per handoff (claims + locks + leases)", perOp(r.handoffWrites, len(handoffLat)))
+
+	// Steady state: every grant lock and the hot lock held, nothing else happening.
+	if *steady > 0 {
+		hotLock := &locksv1alpha1.DistributedLock{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: hot}, hotLock); err != nil {
+			return r, err
+		}
+		r.steadyLease = time.Duration(hotLock.Spec.LeaseDurationSeconds) * time.Second
+		r.steadyHeld = len(grantLat) + 1
+		before, err := snapshot()
+		if err != nil {
+			return r, err
+		}
+		start := time.Now()
+		time.Sleep(*steady)
+		after, err := snapshot()
+		if err != nil {
+			return r, err
+		}
+		r.steadyWindow, r.steadyWrites = time.Since(start), after.minus(before)
+		fmt.Printf("  %-58s %s (%d held, lease %s, over %s)\n", "steady writes per held claim per lease", r.steadyCell(),
+			r.steadyHeld, r.steadyLease, r.steadyWindow.Round(time.Second))
+	}
+	return r, b.clear(ctx)
+}
+
+// addCounts adds b to a.
+func addCounts(a, b writeCounts) writeCounts {
+	if a == nil {
+		a = writeCounts{}
+	}
+	for k, n := range b {
+		a[k] += n
+	}
+	return a
 }
 
 // clear deletes this backend's claims and locks and waits until they are gone, so that the next
@@ -334,15 +428,15 @@ func (b *bench) clear(ctx context.Context) error {
 
 // rawEtcd times the etcd lock by hand on the same member: a put-if-absent transaction on a
 // leased key to take it and a delete-if-ours transaction to release it.
-func rawEtcd(ctx context.Context, endpoint string, n int) error {
+func rawEtcd(ctx context.Context, endpoint string, n int) (rawResult, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: uberzap.NewNop()})
 	if err != nil {
-		return err
+		return rawResult{}, err
 	}
 	defer cli.Close()
 	lease, err := cli.Grant(ctx, 30)
 	if err != nil {
-		return err
+		return rawResult{}, err
 	}
 	var acquire, free []time.Duration
 	for i := range n * 10 {
@@ -350,24 +444,24 @@ func rawEtcd(ctx context.Context, endpoint string, n int) error {
 		start := time.Now()
 		if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, "me", clientv3.WithLease(lease.ID))).Commit(); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		acquire = append(acquire, time.Since(start))
 		start = time.Now()
 		if _, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", "me")).
 			Then(clientv3.OpDelete(key)).Commit(); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		free = append(free, time.Since(start))
 	}
-	report("raw put-if-absent txn (same member, no controller)", acquire)
-	report("raw delete-if-ours txn (same member, no controller)", free)
-	return nil
+	return rawResult{label: "raw etcd, no controller: put-if-absent / delete-if-ours txn",
+		acquire: report("raw put-if-absent txn (same member, no controller)", acquire),
+		release: report("raw delete-if-ours txn (same member, no controller)", free)}, nil
 }
 
 // rawRedis times the classic Redis lock by hand on the same server: SET NX PX to take it and an
 // owner-checked Lua DEL to release it, the floor under what the controller adds.
-func rawRedis(ctx context.Context, addr string, n int) error {
+func rawRedis(ctx context.Context, addr string, n int) (rawResult, error) {
 	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rdb.Close()
 	release := goredis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
@@ -376,18 +470,18 @@ func rawRedis(ctx context.Context, addr string, n int) error {
 		key := fmt.Sprintf("bench/raw/%d", i)
 		start := time.Now()
 		if err := rdb.SetNX(ctx, key, "me", 30*time.Second).Err(); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		acquire = append(acquire, time.Since(start))
 		start = time.Now()
 		if err := release.Run(ctx, rdb, []string{key}, "me").Err(); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		free = append(free, time.Since(start))
 	}
-	report("raw SET NX PX (same server, no controller)", acquire)
-	report("raw owner-checked Lua release (same server, no controller)", free)
-	return nil
+	return rawResult{label: "raw Redis, no controller: `SET NX PX` / Lua release",
+		acquire: report("raw SET NX PX (same server, no controller)", acquire),
+		release: report("raw owner-checked Lua release (same server, no controller)", free)}, nil
 }
 
 // watchHeld reports the names of claims in ns as they become Held.
@@ -442,11 +536,12 @@ func waitFor(ctx context.Context, held <-chan string, name string) error {
 	}
 }
 
-func report(what string, d []time.Duration) {
-	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+// report prints the quantiles of d and returns them.
+func report(what string, d []time.Duration) quantiles {
+	q := quantilesOf(d)
 	fmt.Printf("  %-58s p50 %8.2f ms   p99 %8.2f ms   max %8.2f ms   (n=%d)\n", what,
-		ms(q(0.50)), ms(q(0.99)), ms(d[len(d)-1]), len(d))
+		ms(q.p50), ms(q.p99), ms(q.max), q.n)
+	return q
 }
 
 func must(t *testing.T, err error) {
@@ -460,44 +555,44 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // rawZooKeeper times the ZooKeeper lock by hand on the same server: create an ephemeral node to
 // take it and delete it to release it.
-func rawZooKeeper(addr string, n int) error {
+func rawZooKeeper(addr string, n int) (rawResult, error) {
 	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
-		return err
+		return rawResult{}, err
 	}
 	defer conn.Close()
 	if _, err := conn.Create("/bench-raw", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return err
+		return rawResult{}, err
 	}
 	var acquire, free []time.Duration
 	for i := range n * 10 {
 		path := fmt.Sprintf("/bench-raw/%d", i)
 		start := time.Now()
 		if _, err := conn.Create(path, []byte("me"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		acquire = append(acquire, time.Since(start))
 		start = time.Now()
 		if err := conn.Delete(path, -1); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		free = append(free, time.Since(start))
 	}
-	report("raw ephemeral create (same server, no controller)", acquire)
-	report("raw delete (same server, no controller)", free)
-	return nil
+	return rawResult{label: "raw ZooKeeper, no controller: ephemeral create / delete",
+		acquire: report("raw ephemeral create (same server, no controller)", acquire),
+		release: report("raw delete (same server, no controller)", free)}, nil
 }
 
 // rawSQL times lockwarden's SQL statements without the controller: the backend's TryAcquire (one
 // upsert, plus a read-back on MySQL) and Release (one owner-checked delete) on the same database.
-func rawSQL(ctx context.Context, driver locksv1alpha1.SQLDriver, dsn string, n int) error {
+func rawSQL(ctx context.Context, title string, driver locksv1alpha1.SQLDriver, dsn string, n int) (rawResult, error) {
 	b, err := sqlbackend.New(sqlbackend.Config{Driver: string(driver), DSN: dsn, Table: "bench_raw_locks"})
 	if err != nil {
-		return err
+		return rawResult{}, err
 	}
 	defer b.Close(ctx)
 	if err := b.Ping(ctx); err != nil {
-		return err
+		return rawResult{}, err
 	}
 	var acquire, free []time.Duration
 	for i := range n * 10 {
@@ -505,16 +600,16 @@ func rawSQL(ctx context.Context, driver locksv1alpha1.SQLDriver, dsn string, n i
 		start := time.Now()
 		lease, err := b.TryAcquire(ctx, key, "me", 30*time.Second)
 		if err != nil {
-			return err
+			return rawResult{}, err
 		}
 		acquire = append(acquire, time.Since(start))
 		start = time.Now()
 		if err := b.Release(ctx, lease); err != nil {
-			return err
+			return rawResult{}, err
 		}
 		free = append(free, time.Since(start))
 	}
-	report("backend TryAcquire: upsert (same database, no controller)", acquire)
-	report("backend Release: owner-checked delete (no controller)", free)
-	return nil
+	return rawResult{label: title + ", backend call without controller: upsert / delete",
+		acquire: report("backend TryAcquire: upsert (same database, no controller)", acquire),
+		release: report("backend Release: owner-checked delete (no controller)", free)}, nil
 }

@@ -62,7 +62,7 @@ func (b *bench) newPod(t *testing.T, ctx context.Context, ns, name string, annot
 
 // gatedPods times, for pods that ask for the lock by annotation and scheduling gate, the time from
 // the holder pod's deletion to the next pod's gate lifted (with its token annotation written).
-func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) {
+func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) podResult {
 	const ns = "bench-gated"
 	b.podNamespace(t, ctx, ns)
 	ungated := make(chan string, turns+1)
@@ -91,13 +91,14 @@ func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) {
 		holder = next(t, ungated)
 		lat = append(lat, time.Since(start))
 	}
-	report("holder pod deleted → next pod ungated (gate + token)", lat)
+	return podResult{label: "holder pod deleted → next pod's gate lifted, token annotation written",
+		lat: report("holder pod deleted → next pod ungated (gate + token)", lat)}
 }
 
 // lockctlAcquire times, for pods whose init container runs `lockctl acquire` (the real binary,
 // with the downward-API environment of its pod), the time from the holder pod's deletion to the
 // next lockctl exiting with the lock.
-func (b *bench) lockctlAcquire(t *testing.T, ctx context.Context, turns int) {
+func (b *bench) lockctlAcquire(t *testing.T, ctx context.Context, turns int) podResult {
 	const ns = "bench-lockctl"
 	b.podNamespace(t, ctx, ns)
 	bin := filepath.Join(t.TempDir(), "lockctl")
@@ -136,7 +137,8 @@ func (b *bench) lockctlAcquire(t *testing.T, ctx context.Context, turns int) {
 		}
 		lat = append(lat, time.Since(start))
 	}
-	report("holder pod deleted → next lockctl acquire exits 0", lat)
+	return podResult{label: "holder pod deleted → next `lockctl acquire` exits 0",
+		lat: report("holder pod deleted → next lockctl acquire exits 0", lat)}
 }
 
 // next returns the next name from ch, or fails after a minute.

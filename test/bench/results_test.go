@@ -1,0 +1,178 @@
+//go:build bench
+
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// quantiles summarizes a set of latencies.
+type quantiles struct {
+	p50, p99, max time.Duration
+	n             int
+}
+
+func quantilesOf(d []time.Duration) quantiles {
+	if len(d) == 0 {
+		return quantiles{}
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	return quantiles{p50: q(0.50), p99: q(0.99), max: d[len(d)-1], n: len(d)}
+}
+
+// cell is "p50 / p99 ms" with as many decimals as small figures need.
+func (q quantiles) cell() string {
+	if q.n == 0 {
+		return "–"
+	}
+	return fmtMS(q.p50) + " / " + fmtMS(q.p99) + " ms"
+}
+
+func fmtMS(d time.Duration) string {
+	v := ms(d)
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.2f", v)
+	case v < 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// backendResult is what the bench measured through the controller on one backend.
+type backendResult struct {
+	name           string
+	grant, handoff quantiles
+	handoffsPerSec float64
+	// grantWrites are the writes of the grant phase (the client's own creates included), over
+	// grant.n grants; handoffWrites those of the hot-lock phase (the client's deletes included),
+	// over handoff.n handoffs.
+	grantWrites, handoffWrites writeCounts
+	// steadyWrites are the writes made while steadyHeld claims held their locks and nothing
+	// else happened, over steadyWindow, with leases of steadyLease.
+	steadyWrites              writeCounts
+	steadyHeld                int
+	steadyWindow, steadyLease time.Duration
+}
+
+// rawResult is a lock operation timed on a backend's server without the controller.
+type rawResult struct {
+	label            string
+	acquire, release quantiles
+}
+
+// podResult is a pod handoff path.
+type podResult struct {
+	label string
+	lat   quantiles
+}
+
+// results is one run of the bench.
+type results struct {
+	settings string
+	floor    quantiles
+	backends []backendResult
+	raws     []rawResult
+	pods     []podResult
+}
+
+// perOp is "total (claims + locks + leases)" writes per operation.
+func perOp(w writeCounts, ops int) string {
+	if ops == 0 || w == nil {
+		return "–"
+	}
+	f := func(n int) string { return fmt.Sprintf("%.1f", float64(n)/float64(ops)) }
+	return fmt.Sprintf("%s (%s + %s + %s)", f(w.total()), f(w[claimWrites]), f(w[lockWrites]), f(w[leaseWrites]))
+}
+
+// steadyCell is writes per held claim per lease duration.
+func (b backendResult) steadyCell() string {
+	if b.steadyHeld == 0 || b.steadyWindow <= 0 {
+		return "–"
+	}
+	scale := float64(b.steadyLease) / float64(b.steadyWindow) / float64(b.steadyHeld)
+	f := func(n int) string { return fmt.Sprintf("%.2f", float64(n)*scale) }
+	w := b.steadyWrites
+	return fmt.Sprintf("%s (%s + %s + %s)", f(w.total()), f(w[claimWrites]), f(w[lockWrites]), f(w[leaseWrites]))
+}
+
+// markdown renders the results as the README's performance block.
+func (r results) markdown() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s\n\n", r.settings)
+	sb.WriteString("| backend | grant p50 / p99 | graceful handoff p50 / p99 | handoffs/s, one lock | API writes per grant | API writes per handoff | steady writes per held claim per lease |\n")
+	sb.WriteString("|---|---|---|--:|---|---|---|\n")
+	for _, b := range r.backends {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %.1f | %s | %s | %s |\n", b.name, b.grant.cell(), b.handoff.cell(),
+			b.handoffsPerSec, perOp(b.grantWrites, b.grant.n), perOp(b.handoffWrites, b.handoff.n), b.steadyCell())
+	}
+	if r.floor.n > 0 {
+		fmt.Fprintf(&sb, "| raw-write floor: one Lease update through client-go, same API server | %s | – | – | 1 | – | – |\n", r.floor.cell())
+	}
+	for _, raw := range r.raws {
+		fmt.Fprintf(&sb, "| %s | %s | %s (release) | – | – | – | – |\n", raw.label, raw.acquire.cell(), raw.release.cell())
+	}
+	sb.WriteString("\nAPI writes are counted per object through watches (each create, change or delete of a claim,\n" +
+		"lock or Lease is one event), shown as total (claims + locks + leases); a grant includes the\n" +
+		"client's own create of the claim and a handoff its delete of the holder's claim.\n")
+	if len(r.pods) > 0 {
+		sb.WriteString("\n| pods (built-in backend) | p50 / p99 |\n|---|---|\n")
+		for _, p := range r.pods {
+			fmt.Fprintf(&sb, "| %s | %s |\n", p.label, p.lat.cell())
+		}
+	}
+	return sb.String()
+}
+
+const (
+	blockBegin = "<!-- bench:begin: written by make bench, not by hand -->"
+	blockEnd   = "<!-- bench:end -->"
+)
+
+// writeBlock replaces the text between the bench markers in the file at path.
+func writeBlock(path, block string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, blockBegin), strings.Index(s, blockEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %q … %q block to write the results into", path, blockBegin, blockEnd)
+	}
+	s = s[:i+len(blockBegin)] + "\n" + block + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// revision names the commit measured, "+dirty" when the tree has changes.
+func revision() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty=+dirty").Output()
+	if err != nil {
+		return "unknown commit"
+	}
+	return "commit " + strings.TrimSpace(string(out))
+}
