@@ -720,7 +720,9 @@ func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) erro
 }
 
 // Renew extends every lease: one Multi per 100 leases when the session wrote their nodes last,
-// else a read and a write per lease (see the package documentation).
+// else a read and a write per lease (see the package documentation); plus one probe write when
+// the session wrote nothing for a minute (leases renewed less often than that), to read the
+// ensemble's clock.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, nil, err
