@@ -85,15 +85,14 @@ func (o *observer) poll(ctx context.Context, key string) {
 	defer t.Stop()
 	for {
 		// A read that shows a holder proves it held at some moment between the read's start and
-		// its end; the state is dated at the start. Dated at the end, a slow read (up to
-		// readTimeout) that began before a handoff would show the old holder after the new one
-		// was seen Held (first seen on Redlock, whose reader waits for every node).
+		// its end; the state is dated at the start and marked Polled, so that the checker does
+		// not stretch it to the next read (KeyState.Polled).
 		at := time.Now()
 		v := o.reader.read(ctx, key)
 		if ctx.Err() != nil {
 			return
 		}
-		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder})
+		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder, Polled: true})
 		select {
 		case <-ctx.Done():
 			return

@@ -31,6 +31,15 @@ type KeyState struct {
 	Known bool
 	// Holder is the identity that holds the key; empty when the key is free.
 	Holder string
+	// Polled marks a state that reads found, as opposed to one a watch pushed. A watch event
+	// holds until the next event; a read proves its state only at some instant while the read
+	// ran. A read that began before a handoff and was slow (a Redlock read waits readTimeout for
+	// a node that is down) shows the old holder well after the new one was seen Held, so a
+	// polled state is taken to hold only from At to Confirmed, the start of the last read that
+	// found it.
+	Polled bool
+	// Confirmed is set by Add for polled states.
+	Confirmed time.Time
 }
 
 // KeyTimeline is a key's states in the order they were seen; a state lasts until the next.
@@ -46,13 +55,21 @@ type KeyTimeline struct {
 	Overlaps []string
 }
 
-// Add records state s at s.At if it differs from the last one.
+// Add records state s at s.At if it differs from the last one; a polled state that repeats the
+// last one moves its Confirmed to s.At. A watched state after a polled one with the same holder
+// is recorded, since it says more: the holder held from then on.
 func (tl *KeyTimeline) Add(s KeyState) {
 	if n := len(tl.States); n > 0 {
-		last := tl.States[n-1]
-		if last.Known == s.Known && last.Holder == s.Holder {
+		last := &tl.States[n-1]
+		if last.Known == s.Known && last.Holder == s.Holder && (s.Polled || !last.Polled) {
+			if last.Polled {
+				last.Confirmed = maxTime(last.Confirmed, s.At)
+			}
 			return
 		}
+	}
+	if s.Polled {
+		s.Confirmed = s.At
 	}
 	tl.States = append(tl.States, s)
 }
@@ -104,10 +121,11 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 			if end.IsZero() {
 				end = tl.End
 			}
-			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones.
-			var since time.Time // start of the current mismatch; zero when none
+			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones into
+			// one mismatch [since, until].
+			var since, until time.Time // since is zero when there is no mismatch
 			var foreign string
-			report := func(until time.Time, ended bool) {
+			report := func(ended bool) {
 				if since.IsZero() {
 					return
 				}
@@ -132,21 +150,30 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					stop = tl.States[i+1].At
 				}
 				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
-				if !from.Before(to) {
+				isForeign := s.Known && s.Holder != "" && s.Holder != g.Identity
+				if isForeign && s.Polled {
+					// Proven only at the reads: from the first to the last that found it. One
+					// read that began inside the Held interval is enough.
+					to = minTime(s.Confirmed, end)
+					if from.After(to) || !from.Before(end) {
+						continue
+					}
+				} else if !from.Before(to) {
 					continue
 				}
 				switch {
 				case !s.Known:
 					// Unknown: neither starts nor ends a mismatch.
-				case s.Holder != "" && s.Holder != g.Identity:
+				case isForeign:
 					if since.IsZero() {
 						since, foreign = from, s.Holder
 					}
+					until = to
 				default:
-					report(from, false)
+					report(false)
 				}
 			}
-			report(end, !g.Released.IsZero())
+			report(!g.Released.IsZero())
 		}
 	}
 	return out

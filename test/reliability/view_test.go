@@ -61,6 +61,29 @@ func TestCheckBackendView(t *testing.T) {
 			t.Logf("%s: %s", name, v.Violations[0])
 		}
 	}
+	// Polled states hold from the first read that found them to the start of the last one
+	// (KeyState.Polled): a slow read that began before b was Held proves nothing about b.
+	polled := func(ms int, holder string) KeyState {
+		return KeyState{At: at(ms), Known: true, Holder: holder, Polled: true}
+	}
+	for name, c := range map[string]struct {
+		tl  KeyTimeline
+		bad bool
+	}{
+		// The read at 480 was slow: it ended after 520, when b was already Held. Stretched to the
+		// next read at 800, a's state would overlap b's hold by 280 ms.
+		"slow read before the handoff": {timeline(polled(90, "pod-a"), polled(300, "pod-a"), polled(480, "pod-a"), polled(800, "pod-b")), false},
+		"read inside b's hold finds a": {timeline(polled(90, "pod-a"), polled(480, "pod-a"), polled(530, "pod-a"), polled(600, "pod-b")), true},
+		"one read finds an outsider":   {timeline(polled(90, "pod-a"), polled(400, "outside"), polled(410, "pod-a"), polled(600, "pod-b")), true},
+		"successor read before a ends": {timeline(polled(90, "pod-a"), polled(450, "pod-b"), polled(490, "pod-b")), false},
+	} {
+		v := CheckBackendView([]KeyTimeline{c.tl}, grants, 200*time.Millisecond)
+		if got := len(v.Violations) > 0; got != c.bad {
+			t.Errorf("%s: violations %v; want a violation: %v", name, v.Violations, c.bad)
+		} else if got {
+			t.Logf("%s: %s", name, v.Violations[0])
+		}
+	}
 	// A mismatch that ends with the claim but outlasts the grace is a violation too.
 	late := CheckBackendView([]KeyTimeline{timeline(state(90, "pod-a"), state(250, "pod-b"))}, grants, 200*time.Millisecond)
 	if len(late.Violations) == 0 {
@@ -78,6 +101,26 @@ func TestKeyTimelineKeepsChangesOnly(t *testing.T) {
 	tl := timeline(state(0, "a"), state(10, "a"), state(20, ""), state(30, ""), KeyState{At: at(40)}, KeyState{At: at(50)}, state(60, "a"))
 	if len(tl.States) != 4 {
 		t.Fatalf("states %v, want 4 changes", tl.States)
+	}
+}
+
+func TestKeyTimelineConfirmsPolledStates(t *testing.T) {
+	read := func(ms int, holder string) KeyState {
+		return KeyState{At: at(ms), Known: true, Holder: holder, Polled: true}
+	}
+	tl := timeline(read(0, "a"), read(10, "a"), read(20, "a"), state(30, "a"), read(40, "a"), read(50, "b"))
+	want := []KeyState{
+		{At: at(0), Known: true, Holder: "a", Polled: true, Confirmed: at(20)},
+		{At: at(30), Known: true, Holder: "a"}, // the watch says more than the reads: kept
+		{At: at(50), Known: true, Holder: "b", Polled: true, Confirmed: at(50)},
+	}
+	if len(tl.States) != len(want) {
+		t.Fatalf("states %+v, want %+v", tl.States, want)
+	}
+	for i := range want {
+		if g := tl.States[i]; !g.At.Equal(want[i].At) || g.Holder != want[i].Holder || g.Polled != want[i].Polled || !g.Confirmed.Equal(want[i].Confirmed) {
+			t.Errorf("state %d: %+v, want %+v", i, g, want[i])
+		}
 	}
 }
 
