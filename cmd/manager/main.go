@@ -118,9 +118,9 @@ func parseFlags(args []string) (options, error) {
 		"The only namespace in which the controller reads Secrets named by LockBackends; defaults to its own namespace.")
 	fs.StringVar(&o.sessionName, "session-name", "lockwarden-session",
 		"Name of the Lease in --secret-namespace through which the built-in backend renews every lock it holds.")
-	fs.Float64Var(&o.qps, "kube-api-qps", 50,
-		"Queries per second the controller may send to the API server; a handoff costs about five.")
-	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps.")
+	fs.Float64Var(&o.qps, "kube-api-qps", 0,
+		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
 	fs.IntVar(&o.workers, "claim-workers", 4, "LockClaims reconciled in parallel.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
@@ -164,7 +164,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("no Kubernetes config (set --kubeconfig or KUBECONFIG, or run in a pod): %w", err)
 	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.QPS, cfg.Burst = clientQPS(o.qps), o.burst
 
 	var tlsOpts []func(*tls.Config)
 	if !o.enableHTTP2 {
@@ -256,4 +256,13 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		opts.Guard = leaderguard.New(o.leaseDuration - o.renewDeadline)
 	}
 	return controller.Setup(mgr, opts)
+}
+
+// clientQPS is the rest.Config QPS for --kube-api-qps: client-go throttles only at a positive
+// QPS, and reads zero as its own default of 5, so no limit is a negative QPS.
+func clientQPS(flag float64) float32 {
+	if flag <= 0 {
+		return -1
+	}
+	return float32(flag)
 }

@@ -84,3 +84,23 @@ func TestShippedBinaryCarriesNoMutantsOrFailpoints(t *testing.T) {
 		}
 	}
 }
+
+func TestNoClientSideThrottlingByDefault(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag float64
+		want float32
+	}{
+		{o.qps, -1}, // the default: client-go throttles only at a positive QPS
+		{0, -1},
+		{-3, -1},
+		{50, 50},
+	} {
+		if got := clientQPS(c.flag); got != c.want {
+			t.Errorf("clientQPS(%v) = %v, want %v", c.flag, got, c.want)
+		}
+	}
+}

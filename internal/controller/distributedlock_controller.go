@@ -19,17 +19,14 @@ package controller
 import (
 	"context"
 	"errors"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/fencing"
 )
 
 // DistributedLockReconciler reports whether a lock's backend can be used and how many claims
@@ -40,8 +37,6 @@ type DistributedLockReconciler struct {
 	client.Client
 	// Backends finds the lock's backend.
 	Backends *BackendResolver
-	// Clock is the controller's clock.
-	Clock clock.Clock
 }
 
 // Reconcile updates one lock's conditions and queue length, or finishes its deletion.
@@ -86,8 +81,8 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // reconcileDelete lets a lock go once no claim holds or waits for it (the claim reconciler fails
-// them and releases the hold) and once the clock has passed every token it issued, so that a lock
-// re-created under the same name starts above them.
+// them and releases the hold). A lock re-created under the same name issues tokens above its
+// predecessor's at once: they come from resourceVersions (package fencing).
 func (r *DistributedLockReconciler) reconcileDelete(ctx context.Context, lock *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockClaim) (ctrl.Result, error) {
 	for i := range claims {
 		if !isFinal(claims[i].Status.Phase) && claims[i].DeletionTimestamp.IsZero() {
@@ -97,9 +92,6 @@ func (r *DistributedLockReconciler) reconcileDelete(ctx context.Context, lock *l
 			return ctrl.Result{}, nil
 		}
 	}
-	if wait := fencing.SafeToForget(lock.Status.FencingToken).Sub(r.Clock.Now()); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait + 10*time.Millisecond}, nil
-	}
 	if controllerutil.RemoveFinalizer(lock, locksv1alpha1.Finalizer) {
 		return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, lock))
 	}
@@ -108,9 +100,6 @@ func (r *DistributedLockReconciler) reconcileDelete(ctx context.Context, lock *l
 
 // SetupWithManager watches locks, their claims (queue length, deletion) and their backends.
 func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(

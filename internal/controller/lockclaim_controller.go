@@ -568,15 +568,22 @@ func (r *LockClaimReconciler) writeToken(ctx context.Context, s *claimScope, loc
 	if !lock.DeletionTimestamp.IsZero() {
 		return 0, fmt.Errorf("DistributedLock %s is being deleted", lock.Name)
 	}
-	token := fencing.Next(lock.Status.FencingToken, lock.CreationTimestamp.Time)
-	switch last := lock.Status.FencingToken; {
-	case last > 0 && mutant.Active(mutant.TokenReuse):
-		token = last
-	case last > fencing.Seed(lock.CreationTimestamp.Time)+1 && mutant.Active(mutant.TokenLower):
-		token = last - 1
-	}
+	// The token comes from the resourceVersion this write is preconditioned on (package fencing).
+	var token int64
 	if h := lock.Status.Holder; h != nil && h.Identity == lease.Identity {
 		token = h.FencingToken
+	} else {
+		tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, 1)
+		if err != nil {
+			return 0, err
+		}
+		token = tokens[0]
+		switch last := lock.Status.FencingToken; {
+		case last > 0 && mutant.Active(mutant.TokenReuse):
+			token = last
+		case last > fencing.Offset+1 && mutant.Active(mutant.TokenLower):
+			token = last - 1
+		}
 	}
 	lock.Status.FencingToken = max(lock.Status.FencingToken, token)
 	lock.Status.Holder = &locksv1alpha1.LockHolder{

@@ -69,7 +69,7 @@ var (
 	grants   = flag.Int("grants", 100, "uncontended grants to time per backend")
 	handoffs = flag.Int("handoffs", 100, "handoffs to time on one hot lock per backend")
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
-	qps      = flag.Float64("qps", 50, "manager API client QPS")
+	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
 	burst    = flag.Int("burst", 100, "manager API client burst")
 	workers  = flag.Int("workers", 4, "LockClaim workers")
 	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
@@ -98,11 +98,15 @@ func TestBench(t *testing.T) {
 	}
 	ctx := t.Context()
 	b := startBench(t, ctx)
-	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager QPS %.0f / burst %d, %d claim workers, "+
+	throttle := "no client-side limit"
+	if *qps > 0 {
+		throttle = fmt.Sprintf("QPS %.0f / burst %d", *qps, *burst)
+	}
+	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager API client %s, %d claim workers, "+
 		"%d grants and %d handoffs (%d claims queued) per backend, writes of held locks counted over %s, %d pod handoffs.",
-		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), *qps, *burst, *workers, *grants, *handoffs, *handoffs+1, *steady, *podTurns)}
-	fmt.Printf("lockwarden bench: manager QPS %.0f burst %d, %d claim workers, %d grants and %d handoffs per backend\n",
-		*qps, *burst, *workers, *grants, *handoffs)
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *handoffs, *handoffs+1, *steady, *podTurns)}
+	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants and %d handoffs per backend\n",
+		throttle, *workers, *grants, *handoffs)
 	floor, err := rawLeaseFloor(ctx, b.c, *floorN)
 	must(t, err)
 	res.floor = floor

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,7 +100,8 @@ type ManagerOptions struct {
 	// Registry adds options to the backend registry (factories, wrappers); Secrets are read in
 	// Namespace and calls are instrumented whatever these say.
 	Registry []registry.Option
-	// QPS and Burst limit the manager's API client; zero keeps client-go's defaults.
+	// QPS and Burst limit the manager's API client as --kube-api-qps and --kube-api-burst do: a
+	// QPS of zero sets no client-side limit, the manager's default.
 	QPS   float32
 	Burst int
 	// Workers bounds parallel claim reconciles (default 4).
@@ -109,6 +111,9 @@ type ManagerOptions struct {
 	// Restartable allows several managers in one process, one after the other, as a restarted
 	// controller (controller names are registered again).
 	Restartable bool
+	// Clock is the controller's clock (reconcilers, Renewer and built-in backend); default the
+	// real clock.
+	Clock clock.Clock
 }
 
 // Manager is a lockwarden manager running in this process.
@@ -122,8 +127,9 @@ type Manager struct {
 // StartManager runs a manager against cfg until Stop.
 func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	mcfg := rest.CopyConfig(cfg)
-	if o.QPS != 0 {
-		mcfg.QPS, mcfg.Burst = o.QPS, o.Burst
+	mcfg.QPS, mcfg.Burst = -1, o.Burst // client-go throttles only at a positive QPS
+	if o.QPS > 0 {
+		mcfg.QPS = o.QPS
 	}
 	scheme := Scheme()
 	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
@@ -139,7 +145,11 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: o.Namespace})
+	var builtinOpts []kubernetesbackend.Option
+	if o.Clock != nil {
+		builtinOpts = append(builtinOpts, kubernetesbackend.WithClock(o.Clock))
+	}
+	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: o.Namespace}, builtinOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +164,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		registry.WithWrapper(m.Instrument),
 	}, o.Registry...)
 	err = controller.Setup(mgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
-		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers})
+		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock})
 	if err != nil {
 		return nil, err
 	}
