@@ -121,7 +121,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 0,
 		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
-	fs.IntVar(&o.workers, "claim-workers", 4, "LockClaims reconciled in parallel.")
+	fs.IntVar(&o.workers, "claim-workers", 4, "Locks served in parallel (each lock by one worker at a time), and pods reconciled in parallel.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag

@@ -19,7 +19,6 @@ package controller
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,60 +44,12 @@ func isFinal(p locksv1alpha1.ClaimPhase) bool {
 // has released it).
 func isHeld(c *locksv1alpha1.LockClaim) bool { return c.Status.Phase == locksv1alpha1.ClaimHeld }
 
-// queuePlace is where a claim stands in its lock's FIFO queue.
-type queuePlace struct {
-	// position is 1 for the next claim to be granted.
-	position int32
-	// holder is a claim holding the lock for another identity, or nil.
-	holder *locksv1alpha1.LockClaim
-	// waiting is the number of claims waiting, this one included.
-	waiting int32
-}
-
-// placeInQueue orders the waiting claims of one lock by creation time, then name, and says where
-// self stands and who holds the lock for an identity other than identity.
-func placeInQueue(claims []locksv1alpha1.LockClaim, self *locksv1alpha1.LockClaim, identity string) queuePlace {
-	var place queuePlace
-	var waiting []*locksv1alpha1.LockClaim
-	for i := range claims {
-		c := &claims[i]
-		switch {
-		case isHeld(c):
-			if c.Status.HolderIdentity != identity && place.holder == nil {
-				place.holder = c
-			}
-		case isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero():
-		default:
-			waiting = append(waiting, c)
-		}
-	}
-	if !slices.ContainsFunc(waiting, func(c *locksv1alpha1.LockClaim) bool { return c.UID == self.UID }) {
-		waiting = append(waiting, self)
-	}
-	slices.SortFunc(waiting, queueOrder)
-	place.waiting = int32(len(waiting))
-	place.position = int32(slices.IndexFunc(waiting, func(c *locksv1alpha1.LockClaim) bool { return c.UID == self.UID }) + 1)
-	return place
-}
-
 // queueOrder is FIFO: creation time, then name.
 func queueOrder(a, b *locksv1alpha1.LockClaim) int {
 	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.Name, b.Name)
-}
-
-// countWaiting counts the claims of one lock that wait for it.
-func countWaiting(claims []locksv1alpha1.LockClaim) int32 {
-	var n int32
-	for i := range claims {
-		c := &claims[i]
-		if !isHeld(c) && !isFinal(c.Status.Phase) && c.DeletionTimestamp.IsZero() {
-			n++
-		}
-	}
-	return n
 }
 
 // setClaimConditions sets Acquired and Ready. Acquired is True exactly while held.

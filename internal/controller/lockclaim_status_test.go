@@ -21,63 +21,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
-
-func TestPlaceInQueue(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
-	claim := func(name string, created time.Time, phase locksv1alpha1.ClaimPhase, identity string) locksv1alpha1.LockClaim {
-		return locksv1alpha1.LockClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(created)},
-			Status:     locksv1alpha1.LockClaimStatus{Phase: phase, HolderIdentity: identity},
-		}
-	}
-	deleting := func(c locksv1alpha1.LockClaim) locksv1alpha1.LockClaim {
-		c.DeletionTimestamp = &metav1.Time{Time: t0}
-		return c
-	}
-	claims := []locksv1alpha1.LockClaim{
-		claim("holder", t0, locksv1alpha1.ClaimHeld, "id-holder"),
-		claim("late", t0.Add(2*time.Second), locksv1alpha1.ClaimPending, ""),
-		claim("b", t0.Add(time.Second), "", ""), // not reconciled yet: still waits
-		claim("a", t0.Add(time.Second), locksv1alpha1.ClaimPending, ""),
-		claim("gone", t0, locksv1alpha1.ClaimTimedOut, ""),
-		deleting(claim("leaving", t0, locksv1alpha1.ClaimPending, "")),
-	}
-	cases := []struct {
-		self         string
-		identity     string
-		wantPosition int32
-		wantHolder   string
-	}{
-		{"a", "id-a", 1, "holder"}, // same second as b: the name decides
-		{"b", "id-b", 2, "holder"},
-		{"late", "id-late", 3, "holder"},
-		{"a", "id-holder", 1, ""}, // the holder's own identity is not in its way (reentrancy)
-	}
-	for _, c := range cases {
-		var self *locksv1alpha1.LockClaim
-		for i := range claims {
-			if claims[i].Name == c.self {
-				self = &claims[i]
-			}
-		}
-		got := placeInQueue(claims, self, c.identity)
-		holder := ""
-		if got.holder != nil {
-			holder = got.holder.Name
-		}
-		if got.position != c.wantPosition || holder != c.wantHolder || got.waiting != 3 {
-			t.Errorf("placeInQueue(%s, %s) = position %d, holder %q, waiting %d; want %d, %q, 3",
-				c.self, c.identity, got.position, holder, got.waiting, c.wantPosition, c.wantHolder)
-		}
-	}
-	if n := countWaiting(claims); n != 3 {
-		t.Errorf("countWaiting = %d, want 3", n)
-	}
-}
 
 func TestMarkEndedRecordsReleaseTimeOnlyForHolds(t *testing.T) {
 	now := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)

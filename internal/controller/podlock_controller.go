@@ -46,7 +46,7 @@ import (
 // that a gated pod is scheduled only when it holds the lock and its app can read the token from
 // a downward-API volume at its first start.
 //
-// Granting, renewal and release stay with the LockClaim controller: a pod's claim is an ordinary
+// Granting, renewal and release stay with the lock's own pass (DistributedLockReconciler): a pod's claim is an ordinary
 // claim with holder.podName set, released when the pod dies and garbage-collected after it.
 type PodLockReconciler struct {
 	client.Client
@@ -126,6 +126,8 @@ func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockN
 			Namespace: pod.Namespace,
 			Name:      name,
 			Labels:    map[string]string{locksv1alpha1.PodClaimLabel: podLabelValue(pod.Name)},
+			// Set at creation, so that the lock's first pass can grant at once.
+			Finalizers: []string{locksv1alpha1.Finalizer},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 				Controller: &controller}},
 		},

@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// A claim whose backend failed for a while must try again soon after it recovers: the reliability
+// A lock whose backend failed for a while must try again soon after it recovers: the reliability
 // harness saw a waiter sleep 51 s after a ten-second PostgreSQL restart under the default cap.
-func TestClaimRetriesAreCappedAfterALongOutage(t *testing.T) {
-	limiter := claimRateLimiter()
+func TestPassRetriesAreCappedAfterALongOutage(t *testing.T) {
+	limiter := passRateLimiter()
 	claim := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "waiter"}}
 	var waited time.Duration
 	for range 40 { // a minute or more of failing passes
@@ -40,7 +40,7 @@ func TestClaimRetriesAreCappedAfterALongOutage(t *testing.T) {
 	if waited < time.Minute {
 		t.Fatalf("40 failures took only %s: the backoff no longer grows to its cap", waited)
 	}
-	if first := claimRateLimiter().When(claim); first > 10*time.Millisecond {
+	if first := passRateLimiter().When(claim); first > 10*time.Millisecond {
 		t.Fatalf("the first retry waits %s; a blip should be retried at once", first)
 	}
 }

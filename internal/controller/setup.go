@@ -40,7 +40,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// ProbeInterval overrides the LockBackend probe interval (default 30 s).
 	ProbeInterval time.Duration
-	// MaxConcurrentReconciles bounds parallel claim reconciles (default 4).
+	// MaxConcurrentReconciles bounds how many locks are served at once (default 8) and parallel
+	// pod reconciles (default 4).
 	MaxConcurrentReconciles int
 	// Clock is the controller's clock, for the claim reconciler and the Renewer (default: the
 	// real clock; fault tests pass one they can step).
@@ -65,7 +66,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			return fmt.Errorf("adding the leader guard: %w", err)
 		}
 	}
-	claims := &LockClaimReconciler{
+	locks := &DistributedLockReconciler{
 		Guard:                   o.Guard,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -76,18 +77,18 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	var renewerOpts []renewal.Option
 	if o.Clock != nil {
-		claims.Clock = o.Clock
+		locks.Clock = o.Clock
 		renewerOpts = append(renewerOpts, renewal.WithClock(o.Clock))
 	}
-	claims.Renewer = renewal.New(resolver.ByName, claims.NotifyLost, renewerOpts...)
-	if err := mgr.Add(claims.Renewer); err != nil {
+	locks.Renewer = renewal.New(resolver.ByName, locks.NotifyLost, renewerOpts...)
+	if err := mgr.Add(locks.Renewer); err != nil {
 		return fmt.Errorf("adding the renewer: %w", err)
 	}
-	if err := claims.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the LockClaim controller: %w", err)
-	}
-	if err := (&DistributedLockReconciler{Client: mgr.GetClient(), Backends: resolver}).SetupWithManager(mgr); err != nil {
+	if err := locks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
+	}
+	if err := (&LockClaimReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the LockClaim controller: %w", err)
 	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder, Guard: o.Guard, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)

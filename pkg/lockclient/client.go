@@ -295,8 +295,11 @@ func (c *Client) Claim(ctx context.Context, req Request) (claim *locksv1alpha1.L
 
 func newClaim(req Request) *locksv1alpha1.LockClaim {
 	claim := &locksv1alpha1.LockClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
-		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock},
+		// The release finalizer is set at creation, so that the controller's first pass can grant
+		// at once instead of adding it first.
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue},
+			Finalizers: []string{locksv1alpha1.Finalizer}},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: req.Lock},
 	}
 	if req.Timeout > 0 {
 		secs := math.Ceil(req.Timeout.Seconds())

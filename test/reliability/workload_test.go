@@ -125,7 +125,10 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 		return
 	}
 	g := &rec.g
-	held := t != watch.Deleted && cl.Status.Phase == locksv1alpha1.ClaimHeld
+	// A claim being deleted is released by its deletion (DESIGN.md §3, Release): the controller
+	// hands the lock on without writing its status again, and takes its finalizer off after.
+	gone := t == watch.Deleted || cl.DeletionTimestamp != nil
+	held := !gone && cl.Status.Phase == locksv1alpha1.ClaimHeld
 	if held && !g.Released.IsZero() {
 		// Seen ended, now Held again: a late write brought the claim back.
 		if g.HeldAgain.IsZero() {
@@ -141,14 +144,14 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 		close(rec.acquired)
 		return
 	}
-	final := t == watch.Deleted || (cl.Status.Phase != "" && cl.Status.Phase != locksv1alpha1.ClaimPending && cl.Status.Phase != locksv1alpha1.ClaimHeld)
+	final := gone || (cl.Status.Phase != "" && cl.Status.Phase != locksv1alpha1.ClaimPending && cl.Status.Phase != locksv1alpha1.ClaimHeld)
 	if held && cl.Status.FencingToken != g.Token {
 		r.errs = append(r.errs, fmt.Sprintf("claim %s changed token while Held: %d then %d", cl.Name, g.Token, cl.Status.FencingToken))
 	}
 	if final && g.Released.IsZero() {
 		g.Released = now
-		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && t != watch.Deleted
-		if t != watch.Deleted {
+		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && !gone
+		if !gone {
 			g.Phase = string(cl.Status.Phase)
 			for _, c := range cl.Status.Conditions {
 				if c.Type == locksv1alpha1.ConditionAcquired {

@@ -1,0 +1,267 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// DistributedLockReconciler is the one writer of each lock (DESIGN.md §3, "One writer per
+// lock"): a work queue keyed by DistributedLock, whose pass releases what must go, grants the
+// head of the FIFO queue, writes the lock record (holder and fencing token, by compare-and-swap),
+// then the claims' status. A graceful handoff is one pass and two sequential API writes. Claims'
+// own reconciler only adds their finalizer.
+type DistributedLockReconciler struct {
+	client.Client
+	// APIReader reads a lock straight from the API server when the cache lags this process's
+	// own last write of it.
+	APIReader client.Reader
+	// Backends finds each lock's backend session.
+	Backends *BackendResolver
+	// Renewer renews held locks and reports lost ones.
+	Renewer *renewal.Renewer
+	// Recorder emits events on claim transitions.
+	Recorder events.EventRecorder
+	// Metrics records acquisitions, waits, holds and losses.
+	Metrics *metrics.Metrics
+	// Clock is the controller's clock (injected so that tests can move it).
+	Clock clock.Clock
+	// MaxConcurrentReconciles bounds how many locks are served at once (default 8); one lock is
+	// never served by two workers at once.
+	MaxConcurrentReconciles int
+	// Guard, when set, vetoes leader writes once this process has stalled (leaderguard).
+	Guard *leaderguard.Guard
+
+	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
+	// backend reported free.
+	wakeups chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock]
+	// free is the hub of pending free-key watches.
+	free *freeWatches
+	// written guards passes against a cache that lags this process's own writes.
+	written *ownWrites
+
+	// lowMu guards lowDirty.
+	lowMu sync.Mutex
+	// lowDirty holds, per lock, since when low-priority status changes were held back.
+	lowDirty map[types.NamespacedName]time.Time
+}
+
+// lockScope carries what one pass of a lock has read and decided.
+type lockScope struct {
+	// name names the lock.
+	name types.NamespacedName
+	// lock is the lock under reconcile, its status changed in place by the pass; nil when it
+	// does not exist.
+	lock *locksv1alpha1.DistributedLock
+	// readLock is the lock as read: the base of the status write and its precondition.
+	readLock *locksv1alpha1.DistributedLock
+	// claims are every claim of the lock, from the cache, their status changed in place.
+	claims []*locksv1alpha1.LockClaim
+	// read holds each claim as read, by UID: the base of its status patch.
+	read map[types.UID]*locksv1alpha1.LockClaim
+	// pods are the holder pods of pod claims that exist, by name.
+	pods map[string]*corev1.Pod
+	// backend is the lock's backend session; nil when it cannot be used now.
+	backend backends.Backend
+	// backendName names the lock's LockBackend.
+	backendName string
+	// unusable says why the backend cannot be used now; nil when it can.
+	unusable *UnusableError
+	// key is the lock's backend key and ttl its lease duration.
+	key string
+	ttl time.Duration
+	// now is the time of the pass.
+	now time.Time
+
+	// holders are the claims that share the recorded hold once the pass has decided.
+	holders []*locksv1alpha1.LockClaim
+	// waiters are the claims still queued, in FIFO order, once the pass has decided.
+	waiters []*locksv1alpha1.LockClaim
+	// granted is the claim the pass granted the lock to, and acquired its backend hold, given
+	// back if the lock record cannot be written.
+	granted  *locksv1alpha1.LockClaim
+	acquired *backends.Lease
+	// writeLow says whether low-priority changes are written in this pass.
+	writeLow bool
+	// wait is when to look again (0: only on an event).
+	wait time.Duration
+	// retryErr is an error to return once the pass has written what it decided, so that the
+	// work queue retries with backoff (a backend that failed).
+	retryErr error
+}
+
+// lockStep is one step of a pass.
+type lockStep func(context.Context, *lockScope) error
+
+// Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
+// the lock record and then its claims.
+func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	s, err := r.load(ctx, req.NamespacedName)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case s == nil:
+		// The cache lags this process's own write: its watch event starts the next pass.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case s.lock == nil:
+		return ctrl.Result{}, r.reconcileOrphans(ctx, s)
+	}
+	if s.lock.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(s.lock, locksv1alpha1.Finalizer) {
+		if err := r.Update(ctx, s.lock); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.written.note(s.lock)
+		s.readLock = s.lock.DeepCopy()
+	}
+	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeClaims, r.finishDeletes}
+	for _, step := range steps {
+		if err := step(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if s.retryErr != nil {
+		return ctrl.Result{}, s.retryErr
+	}
+	return ctrl.Result{RequeueAfter: jitter(s.wait)}, nil
+}
+
+// staleRetry is how soon a pass that found the cache behind its own write looks again, should
+// the write's watch event not come.
+const staleRetry = 200 * time.Millisecond
+
+// maxRetryDelay caps how long a lock whose pass failed waits before the next try. The default
+// cap (1000 s) is far too long here: a head of the queue whose backend was down for ten seconds
+// would otherwise sleep for most of a minute after the backend came back, with the lock free and
+// nothing else to wake it (the reliability harness measured 51 s after a PostgreSQL restart). It
+// is also the Contended retry, so that a failing backend costs no more calls than a held one.
+const maxRetryDelay = 5 * time.Second
+
+// passRateLimiter is controller-runtime's default rate limiter (per-lock exponential backoff
+// from 5 ms, and 10 retries a second overall with bursts of 100) with the per-lock backoff
+// capped at maxRetryDelay.
+func passRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// wake queues a pass of lock.
+func (r *DistributedLockReconciler) wake(lock types.NamespacedName) {
+	r.wakeups <- event.TypedGenericEvent[*locksv1alpha1.DistributedLock]{Object: &locksv1alpha1.DistributedLock{
+		ObjectMeta: ctrlObjectMeta(lock)}}
+}
+
+// NotifyLost queues a pass of the lock of a claim whose hold was lost. It is the Renewer's
+// callback.
+func (r *DistributedLockReconciler) NotifyLost(claim types.NamespacedName) {
+	c := &locksv1alpha1.LockClaim{}
+	if err := r.Get(context.Background(), claim, c); err != nil {
+		return // gone: its lock's pass no longer counts it
+	}
+	r.wake(types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName})
+}
+
+// SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
+// deletion, a phase change), their pods (a dead holder is released at once), its backend, and
+// the Renewer's and backends' news.
+func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 8
+	}
+	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
+	r.free = newFreeWatches(r.wake)
+	r.written = newOwnWrites()
+	r.lowDirty = map[types.NamespacedName]time.Time{}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&locksv1alpha1.DistributedLock{}).
+		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
+			builder.WithPredicates(claimChangedForLock())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
+		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).
+		Named("distributedlock").
+		Complete(r)
+}
+
+// lockOfClaim maps a claim to the lock it names.
+func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
+	c, ok := o.(*locksv1alpha1.LockClaim)
+	if !ok {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName}}}
+}
+
+// locksOfPod maps a pod to the locks of the claims held or queued for it.
+func (r *DistributedLockReconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexClaimPod: o.GetName()}); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var reqs []ctrl.Request
+	for i := range list.Items {
+		name := list.Items[i].Spec.LockName
+		if !seen[name] {
+			seen[name] = true
+			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
+		}
+	}
+	return reqs
+}
+
+// locksOfBackend maps a LockBackend to the locks that use it.
+func (r *DistributedLockReconciler) locksOfBackend(ctx context.Context, o client.Object) []ctrl.Request {
+	list := &locksv1alpha1.DistributedLockList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexLockBackend: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}

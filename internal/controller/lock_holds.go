@@ -1,0 +1,278 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/mutant"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// This file is the holder half of a pass: which claims share the lock's recorded hold, which of
+// them let go and why, the backend release once none is left, resuming a hold after a leader
+// change, and keeping status.expireTime ahead of now.
+
+// sharesRecord says whether claim c is part of the lock's recorded hold: the claim it names, or a
+// held claim of the same identity with the same token (reentrancy).
+func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) bool {
+	if rec == nil || isFinal(c.Status.Phase) {
+		return false
+	}
+	if isHeld(c) {
+		return c.Status.HolderIdentity == rec.Identity && c.Status.FencingToken == rec.FencingToken
+	}
+	return c.Name == rec.Claim
+}
+
+// podVerdict is the liveness of c's holder pod; Alive for a detached claim.
+func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
+	h := c.Spec.Holder
+	if h == nil || h.PodName == "" {
+		return podliveness.Verdict{Alive: true}
+	}
+	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
+}
+
+// holdKey names the hold of identity on the lock's key.
+func (s *lockScope) holdKey(identity string) renewal.HoldKey {
+	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: identity}
+}
+
+// endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
+// and releases the backend hold once no claim shares it.
+func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) error {
+	rec := s.lock.Status.Holder
+	var keep, ended []*locksv1alpha1.LockClaim
+	for _, c := range s.claims {
+		switch {
+		case sharesRecord(rec, c):
+			end := holderEnding(holderFacts{
+				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
+				lockName: s.lock.Name, pod: s.podVerdict(c),
+			})
+			if end != nil && end.reason == locksv1alpha1.ReasonHolderTerminated && mutant.Active(mutant.KeepDeadHolder) {
+				end = nil
+			}
+			if end == nil {
+				keep = append(keep, c)
+				continue
+			}
+			r.endClaim(s, c, end)
+			ended = append(ended, c)
+		case isHeld(c):
+			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
+			// write did not land, or a newer grant replaced it.
+			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: s.podVerdict(c)})
+			if end == nil {
+				end = lostEnding("The lock was granted again since this claim's grant")
+			}
+			r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
+			r.endClaim(s, c, end)
+		}
+	}
+	if rec == nil {
+		return nil
+	}
+	if len(keep) == 0 {
+		return r.releaseRecord(ctx, s, rec, ended)
+	}
+	if !sharesRecordName(keep, rec.Claim) {
+		rec.Claim = keep[0].Name // an heir of the same identity keeps the entry
+	}
+	return r.keepRecord(ctx, s, rec, keep)
+}
+
+func sharesRecordName(claims []*locksv1alpha1.LockClaim, name string) bool {
+	for _, c := range claims {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// endClaim ends c's hold or wait in its status, and stops renewing it for c.
+func (r *DistributedLockReconciler) endClaim(s *lockScope, c *locksv1alpha1.LockClaim, end *ending) {
+	if isHeld(c) {
+		r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
+		if t := c.Status.AcquireTime; t != nil {
+			r.Metrics.HoldSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(t.Time).Seconds())
+		}
+		if end.phase == locksv1alpha1.ClaimLost {
+			r.Metrics.Losses.WithLabelValues(s.backendName, end.reason).Inc()
+		}
+	}
+	markEnded(c, end.phase, end.reason, end.message, s.now)
+}
+
+// releaseRecord frees the backend hold of the record once no claim shares it, owner-checked, and
+// clears the record. A hold whose claims were deleted by hand is released the same way.
+func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, ended []*locksv1alpha1.LockClaim) error {
+	hold := s.holdKey(rec.Identity)
+	h, tracked := r.Renewer.Lookup(hold)
+	for _, c := range ended {
+		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
+	}
+	r.Renewer.Untrack(hold, client.ObjectKey{Namespace: s.lock.Namespace, Name: rec.Claim})
+	switch {
+	case tracked && h.Lost:
+		// Nothing of ours is left on the backend.
+	case s.backend == nil:
+		expire := rec.ExpireTime
+		for _, c := range ended {
+			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
+				expire = t
+			}
+		}
+		if expire != nil && !s.now.Before(expire.Time) {
+			break // expired anyway: nothing to release
+		}
+		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
+	default:
+		lease := backends.Lease{Key: s.key, Identity: rec.Identity, TTL: s.ttl}
+		if tracked {
+			lease = h.Lease
+		}
+		if err := s.backend.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			return fmt.Errorf("releasing %s: %w", s.key, err)
+		}
+	}
+	s.lock.Status.Holder = nil
+	return nil
+}
+
+// keepRecord looks after a hold that goes on: it reports a hold the backend lost, resumes one the
+// Renewer does not know (after a restart or a leader change), and marks Held the claims of the
+// record whose grant's status write never landed.
+func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) error {
+	hold := s.holdKey(rec.Identity)
+	h, tracked := r.Renewer.Lookup(hold)
+	switch {
+	case tracked && h.Lost:
+		msg := "The backend no longer holds the lock for this holder"
+		if h.LastError != nil {
+			msg = fmt.Sprintf("The lock expired without a successful renewal: %v", h.LastError)
+		}
+		return r.loseRecord(s, hold, keep, msg)
+	case !tracked:
+		resumed, msg, err := r.resume(ctx, s, rec, keep)
+		switch {
+		case err != nil:
+			return err
+		case msg != "":
+			return r.loseRecord(s, hold, keep, msg)
+		case resumed == nil:
+			return nil // cannot resume now; the pass looks again
+		}
+		h = renewal.Hold{Lease: *resumed, RenewTime: s.now}
+	}
+	for _, c := range keep {
+		r.Renewer.Track(s.backendName, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
+		if !isHeld(c) {
+			markHeld(c, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
+		}
+	}
+	s.holders = keep
+	return nil
+}
+
+// loseRecord ends every claim of a hold the backend no longer has.
+func (r *DistributedLockReconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*locksv1alpha1.LockClaim, msg string) error {
+	for _, c := range keep {
+		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
+		r.endClaim(s, c, lostEnding(msg))
+	}
+	s.lock.Status.Holder = nil
+	return nil
+}
+
+// resume takes up, after a restart or a leader change, a hold the backend still has for the
+// record's identity. It returns the refreshed lease; or a message saying why the hold is lost; or
+// neither, when it cannot tell now (the backend is unusable and the hold has not expired yet).
+// The backend, not status.expireTime, says whether the hold lives: status.expireTime can lag the
+// backend's expiry by a third of the lease, and a failover can take longer than what it had left.
+func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (*backends.Lease, string, error) {
+	if s.backend == nil {
+		expire := rec.ExpireTime
+		for _, c := range keep {
+			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
+				expire = t
+			}
+		}
+		if expire == nil || !s.now.Before(expire.Time) {
+			return nil, "The lock expired while no controller could renew it (its backend is unusable)", nil
+		}
+		s.wait = soonest(s.wait, min(expire.Sub(s.now), 5*time.Second))
+		s.holders = keep
+		return nil, "", nil
+	}
+	current, err := s.backend.Inspect(ctx, s.key)
+	switch {
+	case errors.Is(err, backends.ErrNotHeld):
+		return nil, "The lock expired while no controller renewed it: the backend no longer holds it for this holder", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	case current.Identity != rec.Identity:
+		return nil, fmt.Sprintf("Another holder (%s) took the lock", current.Identity), nil
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return nil, "", err
+	}
+	lease, err := s.backend.TryAcquire(ctx, s.key, rec.Identity, s.ttl)
+	switch {
+	case errors.Is(err, backends.ErrLocked):
+		return nil, fmt.Sprintf("Another holder took the lock: %v", err), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
+	return &lease, "", nil
+}
+
+// refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
+// confirmation, and says when the next refresh is due.
+func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope) error {
+	if len(s.holders) == 0 {
+		return nil
+	}
+	h, tracked := r.Renewer.Lookup(s.holdKey(s.holders[0].Status.HolderIdentity))
+	if !tracked || h.Lost {
+		return nil
+	}
+	for _, c := range s.holders {
+		var expire *time.Time
+		if t := c.Status.ExpireTime; t != nil {
+			expire = &t.Time
+		}
+		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
+			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
+		}
+		next := refreshAt(c.Status.ExpireTime.Time, s.ttl).Sub(s.now)
+		s.wait = soonest(s.wait, max(next, time.Second))
+	}
+	return nil
+}

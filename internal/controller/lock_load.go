@@ -1,0 +1,133 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// load reads what a pass works from: the lock, its claims and their pods from the cache, and the
+// lock's backend. It returns nil, without error, when the cache lags this process's own last
+// write of the lock or of a claim.
+func (r *DistributedLockReconciler) load(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
+	s := &lockScope{name: name, now: r.Clock.Now(), read: map[types.UID]*locksv1alpha1.LockClaim{}, pods: map[string]*corev1.Pod{}}
+	lock := &locksv1alpha1.DistributedLock{}
+	switch err := r.Get(ctx, name, lock); {
+	case apierrors.IsNotFound(err):
+		lock = nil
+	case err != nil:
+		return nil, err
+	case r.written.behind(lock):
+		return nil, nil
+	}
+	list := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(name.Namespace), client.MatchingFields{indexClaimLock: name.Name}); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if r.written.behind(c) {
+			return nil, nil
+		}
+		s.read[c.UID] = c.DeepCopy()
+		s.claims = append(s.claims, c)
+		if h := c.Spec.Holder; h != nil && h.PodName != "" {
+			if err := r.loadPod(ctx, s, h.PodName); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.claims = fifo(s.claims)
+	if lock == nil {
+		return s, nil
+	}
+	s.lock, s.readLock = lock, lock.DeepCopy()
+	s.key = lock.BackendKey()
+	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
+	b, backendName, err := r.Backends.ForLock(ctx, lock)
+	s.backendName = backendName
+	switch {
+	case errors.As(err, &s.unusable):
+	case err != nil:
+		return nil, err
+	default:
+		s.backend = b
+	}
+	return s, nil
+}
+
+func (r *DistributedLockReconciler) loadPod(ctx context.Context, s *lockScope, name string) error {
+	if _, ok := s.pods[name]; ok {
+		return nil
+	}
+	pod := &corev1.Pod{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: s.name.Namespace, Name: name}, pod); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.pods[name] = pod
+	return nil
+}
+
+// reconcileOrphans serves the claims of a lock that does not exist: they wait for it to be
+// created, a held one (possible only if the lock's finalizer was removed by hand) fails and is
+// no longer renewed, so that its key expires on the backend, and a deleted one is let go.
+func (r *DistributedLockReconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
+	r.lowMu.Lock()
+	delete(r.lowDirty, s.name)
+	r.lowMu.Unlock()
+	msg := fmt.Sprintf("DistributedLock %s does not exist in namespace %s; create it or fix spec.lockName", s.name.Name, s.name.Namespace)
+	var errs []error
+	for _, c := range s.claims {
+		key := client.ObjectKeyFromObject(c)
+		switch {
+		case !c.DeletionTimestamp.IsZero():
+			r.Renewer.Forget(key)
+			errs = append(errs, r.removeFinalizer(ctx, c))
+			continue
+		case isHeld(c):
+			r.Renewer.Forget(key)
+			markEnded(c, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, msg, s.now)
+		case !isFinal(c.Status.Phase):
+			markWaiting(c, 0, false, locksv1alpha1.ReasonLockNotFound, msg)
+		}
+		errs = append(errs, r.writeClaim(ctx, s, c))
+	}
+	return errors.Join(errs...)
+}
+
+// removeFinalizer lets a deleted claim go.
+func (r *DistributedLockReconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
+	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
+		return nil
+	}
+	r.written.forget(c.UID)
+	return client.IgnoreNotFound(r.Update(ctx, c))
+}

@@ -1,0 +1,214 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+)
+
+// This file holds the decisions of a lock's pass as pure functions of what the pass read: who
+// holds, who must let go and why, who is next, when to look again. The reconciler reads, calls
+// them and writes; table tests cover them (lock_plan_test.go).
+
+// ending says that a claim's part in a hold, or its wait, is over, and how its status says so.
+type ending struct {
+	phase   locksv1alpha1.ClaimPhase
+	reason  string
+	message string
+}
+
+// holderFacts is what a pass knows of one claim that shares the lock's recorded hold.
+type holderFacts struct {
+	// deleting: the claim has a deletionTimestamp.
+	deleting bool
+	// lockDeleting: the DistributedLock has a deletionTimestamp.
+	lockDeleting bool
+	// lockName names the lock, for messages.
+	lockName string
+	// pod is the liveness of the holder pod; Alive for a detached claim.
+	pod podliveness.Verdict
+}
+
+// holderEnding says whether a claim that shares the recorded hold lets go of it in this pass, and
+// why: its lock is going, the claim was deleted, or its pod died. nil: it keeps holding.
+func holderEnding(f holderFacts) *ending {
+	switch {
+	case f.lockDeleting:
+		return &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound,
+			fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
+	case f.deleting:
+		return &ending{locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, "Released: the claim was deleted"}
+	case !f.pod.Alive:
+		return &ending{locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, "Released: " + f.pod.Reason}
+	}
+	return nil
+}
+
+// lostEnding is how a held claim ends whose hold the backend no longer has.
+func lostEnding(message string) *ending {
+	return &ending{locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, message}
+}
+
+// waiterFacts is what a pass knows of one claim that waits for the lock.
+type waiterFacts struct {
+	// lockDeleting: the DistributedLock has a deletionTimestamp.
+	lockDeleting bool
+	// lockName names the lock, for messages.
+	lockName string
+	// podName is the holder pod's name; empty for a detached claim.
+	podName string
+	// pod is the holder pod from the cache, nil when absent.
+	pod *corev1.Pod
+	// podUID is the UID recorded in the claim's status, empty when none yet.
+	podUID types.UID
+}
+
+// waiterVerdict is what becomes of a waiting claim before the queue is served.
+type waiterVerdict struct {
+	// end is set when the claim stops waiting for good.
+	end *ending
+	// podMissing: its pod does not exist yet, so it cannot be granted now (it keeps its place).
+	podMissing bool
+}
+
+// judgeWaiter decides whether a waiting claim goes on waiting: not when its lock is going or its
+// pod died before it was granted. (A wait that is over ends after the queue was served, so that
+// waitTimeoutSeconds: 0 still tries once.)
+func judgeWaiter(f waiterFacts) waiterVerdict {
+	if f.lockDeleting {
+		return waiterVerdict{end: &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound,
+			fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}}
+	}
+	if f.podName == "" {
+		return waiterVerdict{}
+	}
+	if f.pod == nil && f.podUID == "" {
+		// The pod may not have been created yet: wait for it (the Pod watch wakes the lock).
+		return waiterVerdict{podMissing: true}
+	}
+	if v := podliveness.Check(f.pod, f.podName, f.podUID); !v.Alive {
+		return waiterVerdict{end: &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonHolderTerminated,
+			"The holder will never get the lock: " + v.Reason}}
+	}
+	return waiterVerdict{}
+}
+
+// timedOutEnding is how a claim ends whose wait is over.
+func timedOutEnding(waitTimeoutSeconds int32) *ending {
+	return &ending{locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut,
+		fmt.Sprintf("Gave up after waitTimeoutSeconds=%d", waitTimeoutSeconds)}
+}
+
+// lowPriority says whether a claim's status change is one no client waits for: a queued claim
+// whose place or wording changed. (A new claim's first status is written at once.)
+func lowPriority(before, after *locksv1alpha1.LockClaimStatus) bool {
+	queued := func(st *locksv1alpha1.LockClaimStatus) bool {
+		if st.Phase != locksv1alpha1.ClaimPending {
+			return false
+		}
+		reason := acquiredReason(st)
+		return reason == locksv1alpha1.ReasonQueued || reason == locksv1alpha1.ReasonContended
+	}
+	return queued(after) && queued(before)
+}
+
+// acquiredReason is the reason of a claim status's Acquired condition.
+func acquiredReason(st *locksv1alpha1.LockClaimStatus) string {
+	for _, c := range st.Conditions {
+		if c.Type == locksv1alpha1.ConditionAcquired {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// unusableReason is the reason a waiting claim shows for a backend it cannot use: mistakes to
+// fix keep their own reason, so that clients (lockctl) can fail fast on them; everything else is
+// an outage to wait out.
+func unusableReason(u *UnusableError) string {
+	switch u.Reason {
+	case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed:
+		return u.Reason
+	}
+	return locksv1alpha1.ReasonBackendUnavailable
+}
+
+// fifo orders the waiting claims of one lock: creation time, then name.
+func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
+	out := slices.Clone(claims)
+	slices.SortStableFunc(out, queueOrder)
+	return out
+}
+
+// queuedMessage says where a waiting claim stands.
+func queuedMessage(holderClaim string, position int32) string {
+	if holderClaim != "" {
+		return fmt.Sprintf("Held by claim %s; position %d in the queue", holderClaim, position)
+	}
+	return fmt.Sprintf("Waiting behind %d claim(s)", position-1)
+}
+
+// refreshDue says whether a held claim's status.expireTime must be moved forward now: once it is
+// within a third of the lease (the renewal interval) of passing, so that it stays in the future
+// while held. Renewals confirm the hold every third of a lease, so a claim is written about once
+// every two thirds of a lease (see docs/how-locks-work.md for why exactly once per lease would
+// let expireTime lapse between a renewal and the write that follows it).
+func refreshDue(expire *time.Time, ttl time.Duration, now time.Time) bool {
+	return expire == nil || expire.Sub(now) <= ttl/3
+}
+
+// refreshAt is when a held claim with that expireTime is next due a refresh.
+func refreshAt(expire time.Time, ttl time.Duration) time.Time {
+	return expire.Add(-ttl / 3)
+}
+
+// lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting
+// count, the "Queued" status of new claims) are held back and folded together, so that they never
+// crowd out a grant: a busy lock's waiters would otherwise each be rewritten at every handoff.
+const lowPriorityDelay = 2 * time.Second
+
+// lowPriorityDue decides, for a lock whose pass has only low-priority changes to write, whether to
+// write them now. dirtySince is when such changes were first held back (zero: not yet). It
+// returns whether to write, and when to look again if not.
+func lowPriorityDue(dirtySince, now time.Time) (write bool, wait time.Duration) {
+	if dirtySince.IsZero() {
+		return false, lowPriorityDelay
+	}
+	if due := dirtySince.Add(lowPriorityDelay); now.Before(due) {
+		return false, due.Sub(now)
+	}
+	return true, 0
+}
+
+// soonest keeps the shorter of two waits, zero meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

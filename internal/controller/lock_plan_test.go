@@ -1,0 +1,242 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+)
+
+func TestHolderEnding(t *testing.T) {
+	alive := podliveness.Verdict{Alive: true}
+	dead := podliveness.Verdict{Reason: "pod p failed"}
+	cases := []struct {
+		name       string
+		facts      holderFacts
+		wantPhase  locksv1alpha1.ClaimPhase
+		wantReason string
+	}{
+		{"keeps holding", holderFacts{pod: alive}, "", ""},
+		{"claim deleted", holderFacts{deleting: true, pod: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted},
+		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated},
+		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound},
+		{"deletion wins over the pod", holderFacts{deleting: true, pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted},
+	}
+	for _, c := range cases {
+		got := holderEnding(c.facts)
+		switch {
+		case c.wantPhase == "" && got != nil:
+			t.Errorf("%s: ends with %+v, want no ending", c.name, *got)
+		case c.wantPhase != "" && (got == nil || got.phase != c.wantPhase || got.reason != c.wantReason):
+			t.Errorf("%s: got %+v, want %s/%s", c.name, got, c.wantPhase, c.wantReason)
+		}
+	}
+}
+
+func TestJudgeWaiter(t *testing.T) {
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	failed := running.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	cases := []struct {
+		name        string
+		facts       waiterFacts
+		wantEnd     string // reason, "" for none
+		wantMissing bool
+	}{
+		{"detached claim waits", waiterFacts{}, "", false},
+		{"lock being deleted", waiterFacts{lockDeleting: true, lockName: "db"}, locksv1alpha1.ReasonLockNotFound, false},
+		{"pod not created yet", waiterFacts{podName: "p"}, "", true},
+		{"pod running", waiterFacts{podName: "p", pod: running}, "", false},
+		{"pod failed before the grant", waiterFacts{podName: "p", pod: failed}, locksv1alpha1.ReasonHolderTerminated, false},
+		{"pod seen once, now gone", waiterFacts{podName: "p", podUID: "uid-1"}, locksv1alpha1.ReasonHolderTerminated, false},
+		{"pod replaced", waiterFacts{podName: "p", pod: running, podUID: types.UID("uid-0")}, locksv1alpha1.ReasonHolderTerminated, false},
+	}
+	for _, c := range cases {
+		got := judgeWaiter(c.facts)
+		reason := ""
+		if got.end != nil {
+			reason = got.end.reason
+		}
+		if reason != c.wantEnd || got.podMissing != c.wantMissing {
+			t.Errorf("%s: end %q, podMissing %v; want %q, %v", c.name, reason, got.podMissing, c.wantEnd, c.wantMissing)
+		}
+	}
+}
+
+func TestLowPriority(t *testing.T) {
+	status := func(phase locksv1alpha1.ClaimPhase, reason string, position int32) *locksv1alpha1.LockClaimStatus {
+		st := &locksv1alpha1.LockClaimStatus{Phase: phase, QueuePosition: position}
+		if reason != "" {
+			st.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Reason: reason}}
+		}
+		return st
+	}
+	cases := []struct {
+		name          string
+		before, after *locksv1alpha1.LockClaimStatus
+		want          bool
+	}{
+		{"a queued claim moves up", status("Pending", "Queued", 3), status("Pending", "Queued", 2), true},
+		{"queued, then contended at the head", status("Pending", "Queued", 2), status("Pending", "Contended", 1), true},
+		{"a new claim's first status", status("", "", 0), status("Pending", "Queued", 4), false},
+		{"the backend came back", status("Pending", "BackendUnavailable", 0), status("Pending", "Queued", 1), false},
+		{"granted", status("Pending", "Queued", 1), status("Held", "Acquired", 0), false},
+		{"timed out", status("Pending", "Queued", 1), status("TimedOut", "WaitTimedOut", 0), false},
+	}
+	for _, c := range cases {
+		if got := lowPriority(c.before, c.after); got != c.want {
+			t.Errorf("%s: lowPriority = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestLowPriorityDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		dirty     time.Time
+		wantWrite bool
+		wantWait  time.Duration
+	}{
+		{"first held back", time.Time{}, false, lowPriorityDelay},
+		{"held back a moment ago", now.Add(-500 * time.Millisecond), false, lowPriorityDelay - 500*time.Millisecond},
+		{"due", now.Add(-lowPriorityDelay), true, 0},
+		{"overdue", now.Add(-time.Minute), true, 0},
+	}
+	for _, c := range cases {
+		write, wait := lowPriorityDue(c.dirty, now)
+		if write != c.wantWrite || wait != c.wantWait {
+			t.Errorf("%s: (%v, %s), want (%v, %s)", c.name, write, wait, c.wantWrite, c.wantWait)
+		}
+	}
+}
+
+func TestRefreshDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	ttl := 30 * time.Second
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name   string
+		expire *time.Time
+		want   bool
+	}{
+		{"never written", nil, true},
+		{"fresh", at(ttl), false},
+		{"two thirds left", at(2 * ttl / 3), false},
+		{"a third left", at(ttl / 3), true},
+		{"passed", at(-time.Second), true},
+	}
+	for _, c := range cases {
+		if got := refreshDue(c.expire, ttl, now); got != c.want {
+			t.Errorf("%s: refreshDue = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := refreshAt(now, ttl); !got.Equal(now.Add(-ttl / 3)) {
+		t.Errorf("refreshAt = %s, want a third of the lease before expiry", got)
+	}
+}
+
+func TestFIFO(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	claim := func(name string, created time.Time) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	}
+	got := fifo([]*locksv1alpha1.LockClaim{claim("late", t0.Add(2*time.Second)), claim("b", t0.Add(time.Second)), claim("a", t0.Add(time.Second)), claim("first", t0)})
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name)
+	}
+	want := []string{"first", "a", "b", "late"} // same second: the name decides
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("fifo = %v, want %v", names, want)
+		}
+	}
+}
+
+func TestSharesRecord(t *testing.T) {
+	rec := &locksv1alpha1.LockHolder{Claim: "a", Identity: "id-a", FencingToken: 9}
+	claim := func(name string, phase locksv1alpha1.ClaimPhase, identity string, token int64) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: locksv1alpha1.LockClaimStatus{Phase: phase, HolderIdentity: identity, FencingToken: token}}
+	}
+	cases := []struct {
+		name  string
+		rec   *locksv1alpha1.LockHolder
+		claim *locksv1alpha1.LockClaim
+		want  bool
+	}{
+		{"the recorded claim, held", rec, claim("a", "Held", "id-a", 9), true},
+		{"the recorded claim, its grant's status not written yet", rec, claim("a", "Pending", "", 0), true},
+		{"a reentrant claim of the same identity", rec, claim("b", "Held", "id-a", 9), true},
+		{"held under an older token", rec, claim("b", "Held", "id-a", 8), false},
+		{"held by another identity", rec, claim("c", "Held", "id-c", 9), false},
+		{"the recorded claim, already ended", rec, claim("a", "Released", "id-a", 9), false},
+		{"no record", nil, claim("a", "Held", "id-a", 9), false},
+	}
+	for _, c := range cases {
+		if got := sharesRecord(c.rec, c.claim); got != c.want {
+			t.Errorf("%s: sharesRecord = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTransitionEvent(t *testing.T) {
+	status := func(phase locksv1alpha1.ClaimPhase, reason string) *locksv1alpha1.LockClaimStatus {
+		return &locksv1alpha1.LockClaimStatus{Phase: phase, Conditions: []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Reason: reason}}}
+	}
+	cases := []struct {
+		st       *locksv1alpha1.LockClaimStatus
+		wantType string
+		wantOK   bool
+	}{
+		{status("Held", "Acquired"), corev1.EventTypeNormal, true},
+		{status("Released", "ClaimDeleted"), corev1.EventTypeNormal, true},
+		{status("Lost", "RenewFailed"), corev1.EventTypeWarning, true},
+		{status("Pending", "Queued"), "", false},
+		{status("Pending", "Contended"), "", false},
+		{status("Pending", "LockNotFound"), corev1.EventTypeWarning, true},
+	}
+	for _, c := range cases {
+		eventType, reason, _, ok := transitionEvent(c.st)
+		if ok != c.wantOK || eventType != c.wantType || (ok && reason != c.st.Conditions[0].Reason) {
+			t.Errorf("%s/%s: event (%q, %q, %v), want (%q, reason = condition reason, %v)",
+				c.st.Phase, c.st.Conditions[0].Reason, eventType, reason, ok, c.wantType, c.wantOK)
+		}
+	}
+}
+
+func TestUnusableReason(t *testing.T) {
+	cases := map[string]string{
+		locksv1alpha1.ReasonBackendNotFound:     locksv1alpha1.ReasonBackendNotFound,
+		locksv1alpha1.ReasonNamespaceNotAllowed: locksv1alpha1.ReasonNamespaceNotAllowed,
+		locksv1alpha1.ReasonBackendUnreachable:  locksv1alpha1.ReasonBackendUnavailable,
+		locksv1alpha1.ReasonSecretNotFound:      locksv1alpha1.ReasonBackendUnavailable,
+	}
+	for in, want := range cases {
+		if got := unusableReason(&UnusableError{Reason: in}); got != want {
+			t.Errorf("unusableReason(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

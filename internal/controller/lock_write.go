@@ -1,0 +1,238 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/failpoint"
+	"github.com/lockwarden/lockwarden/internal/fencing"
+	"github.com/lockwarden/lockwarden/internal/mutant"
+)
+
+// This file is the writing half of a pass: the lock record first (one compare-and-swap carrying
+// release, grant and token), then the claims (the new holder first), then finalizers.
+
+// decideLowPriority decides whether the changes no client waits for (queue positions, the
+// waiting count) are written in this pass or held back and folded into a later one.
+func (r *DistributedLockReconciler) decideLowPriority(_ context.Context, s *lockScope) error {
+	low := int32(len(s.waiters)) != s.readLock.Status.Waiting
+	for _, c := range s.claims {
+		if before := s.read[c.UID]; !equality.Semantic.DeepEqual(before.Status, c.Status) && lowPriority(&before.Status, &c.Status) {
+			low = true
+		}
+	}
+	r.lowMu.Lock()
+	defer r.lowMu.Unlock()
+	if !low {
+		delete(r.lowDirty, s.name)
+		return nil
+	}
+	dirty := r.lowDirty[s.name]
+	write, wait := lowPriorityDue(dirty, s.now)
+	switch {
+	case write:
+		delete(r.lowDirty, s.name)
+	case dirty.IsZero():
+		r.lowDirty[s.name] = s.now
+	}
+	s.writeLow = write
+	s.wait = soonest(s.wait, wait)
+	return nil
+}
+
+// writeLock writes the lock record if the pass changed it: by a compare-and-swap on the
+// resourceVersion it read, which is also where a new grant's fencing token comes from. If the
+// write fails, a backend hold taken in this pass is given back: nothing is held that the record
+// does not name.
+func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope) error {
+	lock := s.lock
+	setLockConditions(lock, s.unusable, s.backendName)
+	waiting := int32(len(s.waiters))
+	high := s.granted != nil || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
+	if !high && !s.writeLow {
+		return nil
+	}
+	lock.Status.Waiting = waiting
+	var token int64
+	if s.granted != nil {
+		var err error
+		if token, err = issueToken(s.readLock); err != nil {
+			return errors.Join(err, r.giveBack(ctx, s))
+		}
+		lock.Status.Holder.FencingToken = token
+		lock.Status.FencingToken = max(lock.Status.FencingToken, token)
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return errors.Join(err, r.giveBack(ctx, s))
+	}
+	if err := r.Status().Update(ctx, lock); err != nil {
+		return errors.Join(client.IgnoreNotFound(err), r.giveBack(ctx, s))
+	}
+	r.written.note(lock)
+	if head := s.granted; head != nil {
+		r.Renewer.Track(s.backendName, *s.acquired, client.ObjectKeyFromObject(head))
+		markHeld(head, *s.acquired, token, s.now)
+		s.holders = append(s.holders, head)
+		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(head.CreationTimestamp.Time).Seconds())
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(head), "fencingToken", token, "identity", s.acquired.Identity)
+	}
+	return nil
+}
+
+// highPriorityStatus is the part of a lock's status that is written at once when it changes.
+func highPriorityStatus(st locksv1alpha1.DistributedLockStatus) locksv1alpha1.DistributedLockStatus {
+	st.Waiting = 0
+	return st
+}
+
+// issueToken returns the token of a grant recorded by a write preconditioned on lock's
+// resourceVersion (package fencing).
+func issueToken(lock *locksv1alpha1.DistributedLock) (int64, error) {
+	tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, 1)
+	if err != nil {
+		return 0, err
+	}
+	token := tokens[0]
+	switch last := lock.Status.FencingToken; {
+	case last > 0 && mutant.Active(mutant.TokenReuse):
+		token = last
+	case last > fencing.Offset+1 && mutant.Active(mutant.TokenLower):
+		token = last - 1
+	}
+	return token, nil
+}
+
+// giveBack releases the backend hold taken in this pass, whose grant could not be recorded.
+func (r *DistributedLockReconciler) giveBack(ctx context.Context, s *lockScope) error {
+	if s.acquired == nil {
+		return nil
+	}
+	lease := *s.acquired
+	s.granted, s.acquired = nil, nil
+	if err := s.backend.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+		return fmt.Errorf("giving back %s after a failed grant: %w", lease.Key, err)
+	}
+	return nil
+}
+
+// writeClaims writes every claim whose status the pass changed: first the holds that ended (so
+// that whoever watches claims never sees two holders at once), then the new holders, since the
+// handoff waits for them, then the rest; low-priority changes only when they are due. A claim
+// being deleted is released by its deletion: its status is not written again, and its finalizer
+// comes off last, outside the handoff's path.
+func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScope) error {
+	for _, critical := range []func(before, after *locksv1alpha1.LockClaim) bool{
+		func(before, after *locksv1alpha1.LockClaim) bool { return isHeld(before) && !isHeld(after) },
+		func(before, after *locksv1alpha1.LockClaim) bool { return !isHeld(before) && isHeld(after) },
+	} {
+		for _, c := range s.claims {
+			if critical(s.read[c.UID], c) && c.DeletionTimestamp.IsZero() {
+				if err := r.writeClaim(ctx, s, c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, c := range s.claims {
+		before := s.read[c.UID]
+		switch {
+		case equality.Semantic.DeepEqual(before.Status, c.Status):
+			continue
+		case !c.DeletionTimestamp.IsZero() && isFinal(c.Status.Phase):
+			// The claim is about to go: its finalizer comes off below, so its status would never
+			// be read. The event says how it ended.
+			if before.Status.Phase != c.Status.Phase {
+				r.recordTransition(c)
+			}
+			continue
+		case lowPriority(&before.Status, &c.Status) && !s.writeLow:
+			continue
+		}
+		errs = append(errs, r.writeClaim(ctx, s, c))
+	}
+	return errors.Join(errs...)
+}
+
+// writeClaim patches c's status, preconditioned on the resourceVersion the pass read: a pass
+// that worked from an outdated claim (a deposed leader waking up, a lagging cache) must not
+// overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
+// fails the pass, which then starts again from a fresh read.
+func (r *DistributedLockReconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	before := s.read[c.UID]
+	if equality.Semantic.DeepEqual(before.Status, c.Status) {
+		return nil
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return err
+	}
+	if isHeld(c) && !isHeld(before) {
+		failpoint.Pause(failpoint.GrantStatus, c.Namespace+"/"+c.Name)
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if mutant.Active(mutant.BlindStatus) {
+		patch = client.MergeFrom(before)
+	}
+	if err := r.Status().Patch(ctx, c, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.note(c)
+	s.read[c.UID] = c.DeepCopy()
+	if before.Status.Phase != c.Status.Phase {
+		r.recordTransition(c)
+	}
+	return nil
+}
+
+// finishDeletes lets deleted claims go once they hold nothing, and the lock once no claim holds
+// or waits for it.
+func (r *DistributedLockReconciler) finishDeletes(ctx context.Context, s *lockScope) error {
+	var errs []error
+	busy := false
+	for _, c := range s.claims {
+		switch {
+		case !c.DeletionTimestamp.IsZero() && !isHeld(c):
+			if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
+				// The mutant frees whatever holds the key, a client outside lockwarden included.
+				if cur, err := s.backend.Inspect(ctx, s.key); err == nil && s.lock.Status.Holder == nil {
+					_ = s.backend.Release(ctx, cur)
+				}
+			}
+			errs = append(errs, r.removeFinalizer(ctx, c))
+		case c.DeletionTimestamp.IsZero() && !isFinal(c.Status.Phase):
+			busy = true
+		case isHeld(c):
+			busy = true
+		}
+	}
+	if !s.lock.DeletionTimestamp.IsZero() && !busy && controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer) {
+		errs = append(errs, client.IgnoreNotFound(r.Update(ctx, s.lock)))
+		r.written.forget(s.lock.UID)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,72 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownWrites remembers the resourceVersion of this process's last write to each lock and claim.
+// A pass that reads them from a cache which has not caught up with those writes yet must not act
+// on what it read: a lock record from before its own grant would make the claim it just granted
+// look like a stale holder. Such a pass stops; the watch event of the write is on its way and
+// starts the next one. Writes are compare-and-swaps, so this guards decisions, not the store.
+type ownWrites struct {
+	mu sync.Mutex
+	rv map[types.UID]int64
+}
+
+func newOwnWrites() *ownWrites { return &ownWrites{rv: map[types.UID]int64{}} }
+
+// note records that obj was just written and is now at its resourceVersion.
+func (w *ownWrites) note(obj client.Object) {
+	rv, ok := parseRV(obj.GetResourceVersion())
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rv > w.rv[obj.GetUID()] {
+		w.rv[obj.GetUID()] = rv
+	}
+}
+
+// behind says whether obj, as read, is older than this process's last write of it. An object
+// whose resourceVersion is not an integer is always behind, so that callers read it afresh.
+func (w *ownWrites) behind(obj client.Object) bool {
+	rv, ok := parseRV(obj.GetResourceVersion())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, written := w.rv[obj.GetUID()]
+	return written && (!ok || rv < last)
+}
+
+// forget drops what is remembered of an object that is gone or will not be written again.
+func (w *ownWrites) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.rv, uid)
+}
+
+func parseRV(s string) (int64, bool) {
+	rv, err := strconv.ParseInt(s, 10, 64)
+	return rv, err == nil
+}
