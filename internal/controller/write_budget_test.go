@@ -134,7 +134,7 @@ var _ = Describe("The write budget", func() {
 		time.Sleep(5 * lease)
 		after := w.snapshot()
 
-		Expect(total(after, "locks") - total(before, "locks")).To(BeZero(), "no lock record is written while its hold goes on")
+		Expect(total(after, "locks")-total(before, "locks")).To(BeZero(), "no lock record is written while its hold goes on")
 		for _, name := range []string{"a", "b", "c"} {
 			writes := after["claims"][name] - before["claims"][name]
 			GinkgoWriter.Printf("claim %s: %d status writes in 5 leases\n", name, writes)
@@ -165,7 +165,9 @@ var _ = Describe("The write budget", func() {
 
 		Expect(k8sClient.Delete(ctx(), claimOf(ns, "first")(Default))).To(Succeed())
 		Eventually(phaseOf(ns, "next")).Should(Equal(held))
-		Eventually(func() error { return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "first"}, &locksv1alpha1.LockClaim{}) }).
+		Eventually(func() error {
+			return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "first"}, &locksv1alpha1.LockClaim{})
+		}).
 			Should(MatchError(ContainSubstring("not found")))
 		settle(w)
 		after := w.snapshot()
