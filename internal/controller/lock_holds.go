@@ -200,11 +200,15 @@ func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope
 	return nil
 }
 
-// loseRecord ends every claim of a hold the backend no longer has.
+// loseRecord ends every held claim of a hold the backend no longer has. A claim the record
+// names whose grant never reached its status (a leader stopped in between, and the hold expired
+// before the next one resumed it) was never told it held anything: it queues again.
 func (r *DistributedLockReconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*locksv1alpha1.LockClaim, msg string) error {
 	for _, c := range keep {
 		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
-		r.endClaim(s, c, lostEnding(msg))
+		if isHeld(c) {
+			r.endClaim(s, c, lostEnding(msg))
+		}
 	}
 	s.lock.Status.Holder = nil
 	return nil

@@ -93,6 +93,11 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing})
 	}
 	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && !queue[0].podMissing {
+		// The holds that ended say so before the key goes to anyone else: whoever reads claims
+		// then never sees a claim Held while the backend holds its key for another.
+		if err := r.writeEndedHolds(ctx, s); err != nil {
+			return err
+		}
 		queue[0].tried = true
 		if err := r.tryHead(ctx, s, queue[0].claim); err != nil {
 			return err

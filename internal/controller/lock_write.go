@@ -140,21 +140,32 @@ func (r *DistributedLockReconciler) giveBack(ctx context.Context, s *lockScope) 
 	return nil
 }
 
+// writeEndedHolds writes the claims whose hold this pass ended, other than those being deleted
+// (their deletion says it).
+func (r *DistributedLockReconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
+	for _, c := range s.claims {
+		if isHeld(s.read[c.UID]) && !isHeld(c) && c.DeletionTimestamp.IsZero() {
+			if err := r.writeClaim(ctx, s, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // writeClaims writes every claim whose status the pass changed: first the holds that ended (so
 // that whoever watches claims never sees two holders at once), then the new holders, since the
 // handoff waits for them, then the rest; low-priority changes only when they are due. A claim
 // being deleted is released by its deletion: its status is not written again, and its finalizer
 // comes off last, outside the handoff's path.
 func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScope) error {
-	for _, critical := range []func(before, after *locksv1alpha1.LockClaim) bool{
-		func(before, after *locksv1alpha1.LockClaim) bool { return isHeld(before) && !isHeld(after) },
-		func(before, after *locksv1alpha1.LockClaim) bool { return !isHeld(before) && isHeld(after) },
-	} {
-		for _, c := range s.claims {
-			if critical(s.read[c.UID], c) && c.DeletionTimestamp.IsZero() {
-				if err := r.writeClaim(ctx, s, c); err != nil {
-					return err
-				}
+	if err := r.writeEndedHolds(ctx, s); err != nil {
+		return err
+	}
+	for _, c := range s.claims {
+		if !isHeld(s.read[c.UID]) && isHeld(c) {
+			if err := r.writeClaim(ctx, s, c); err != nil {
+				return err
 			}
 		}
 	}

@@ -203,16 +203,19 @@ func (s *sampler) once(ctx context.Context) {
 	var samples []HeldSample
 	for i := range list.Items {
 		cl := &list.Items[i]
-		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name, Held: cl.Status.Phase == locksv1alpha1.ClaimHeld,
+		// A claim being deleted is released by its deletion: the controller hands the lock on
+		// without writing its status again, and takes its finalizer off after.
+		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name,
+			Held:  cl.Status.Phase == locksv1alpha1.ClaimHeld && cl.DeletionTimestamp == nil,
 			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity}
 		if cl.Status.ExpireTime != nil {
 			st.ExpireTime = cl.Status.ExpireTime.Time
 		}
 		snap.Claims = append(snap.Claims, st)
 		// A claim being deleted has been given up (its holder deleted it, or its pod is gone): the
-		// controller releases the backend key before it writes the claim's end, and a leader
-		// paused between the two leaves it Held with the key free until the next leader's pass.
-		if !st.Held || cl.DeletionTimestamp != nil {
+		// controller releases the backend key first, and a leader paused right after leaves it
+		// Held with the key free until the next leader's pass.
+		if !st.Held {
 			continue
 		}
 		view := s.reader.read(ctx, "lockwarden/"+s.ns+"/"+cl.Spec.LockName)
