@@ -55,6 +55,14 @@ func newReadyBackend(spec locksv1alpha1.LockBackendSpec) string {
 	return lb.Name
 }
 
+// newRedisBackend starts a redis-server and returns a Ready LockBackend on it, with the server.
+func newRedisBackend() (string, *redistest.Server) {
+	GinkgoHelper()
+	server := redistest.Start(GinkgoTB(), redistest.Options{})
+	return newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
+		Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}}), server
+}
+
 // handoffStory grants claims for three pods in order on lock, hands over on pod death and claim
 // deletion, and checks that the tokens increase.
 func handoffStory(backend string) {
@@ -106,9 +114,7 @@ func expectUnusable(spec locksv1alpha1.LockBackendSpec, wantReason string) strin
 
 var _ = Describe("The Redis backend on a real redis-server", func() {
 	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
-		server := redistest.Start(GinkgoTB(), redistest.Options{})
-		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		name, _ := newRedisBackend()
 		handoffStory(name)
 	})
 
@@ -123,9 +129,7 @@ var _ = Describe("The Redis backend on a real redis-server", func() {
 	})
 
 	It("reports a lock lost when Redis restarts without persistence, and never reuses a token", func() {
-		server := redistest.Start(GinkgoTB(), redistest.Options{})
-		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		name, server := newRedisBackend()
 		ns := newNamespace()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = name })
 		newClaim(ns, "a", "db", "")

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 )
 
 // The write budget of DESIGN.md §3, counted the way etcd sees it: every create, change or delete
@@ -150,9 +149,7 @@ var _ = Describe("The write budget", func() {
 	})
 
 	It("hands a lock over in four API writes on an external backend, the client's own delete included", func() {
-		server := redistest.Start(GinkgoTB(), redistest.Options{})
-		backend := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,
-			Redis: &locksv1alpha1.RedisBackend{Address: locksv1alpha1.HostPort(server.Addr())}})
+		backend, _ := newRedisBackend()
 		ns := newNamespace()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backend })
 		newClaim(ns, "first", "db", "")
