@@ -71,12 +71,14 @@ var (
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
 	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
 	burst    = flag.Int("burst", 100, "manager API client burst")
-	workers  = flag.Int("workers", 4, "LockClaim workers")
+	workers  = flag.Int("workers", 4, "lock workers (--claim-workers)")
 	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
 	readme   = flag.String("readme", "", "write the results table into this file's bench block (make bench: the README)")
 	steady   = flag.Duration("steady", 30*time.Second, "how long to count the writes of held locks with nothing else happening, per backend (0: skip)")
 	floorN   = flag.Int("floor-writes", 200, "sequential Lease updates to time for the raw-write floor")
-	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods",
+	manyN    = flag.Int("many-locks", 1000, "locks whose queues are served at once for the many-lock throughput")
+	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
+	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many",
 		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods")
 )
 
@@ -103,7 +105,7 @@ func TestBench(t *testing.T) {
 		throttle = fmt.Sprintf("QPS %.0f / burst %d", *qps, *burst)
 	}
 	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager API client %s, %d claim workers, "+
-		"%d grants and %d handoffs (%d claims queued) per backend, writes of held locks counted over %s, %d pod handoffs.",
+		"%d grants and %d handoffs (%d claims queued) per backend, writes of held locks counted over %s, %d pod handoffs; claims created with their finalizer, as lockctl does.",
 		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *handoffs, *handoffs+1, *steady, *podTurns)}
 	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants and %d handoffs per backend\n",
 		throttle, *workers, *grants, *handoffs)
@@ -161,6 +163,11 @@ func TestBench(t *testing.T) {
 		secret := b.dsnSecret(t, ctx, db.name, server.DSN())
 		res.backends = append(res.backends, b.external(t, ctx, "sql: "+db.title, db.name, locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
 			SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: secret}}))
+	}
+	if want["many"] {
+		fmt.Printf("many locks (built-in backend, %d locks × %d claims):\n", *manyN, *manyQ)
+		m := b.manyLocks(t, ctx, *manyN, *manyQ)
+		res.many = &m
 	}
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")
@@ -277,8 +284,9 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) (backendRes
 			Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: backend}}})
 	}
 	newClaim := func(name, lock string) error {
-		return c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: lock}})
+		// As lockctl does: the release finalizer is set at creation.
+		return c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name,
+			Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}})
 	}
 
 	// Grant latency: one claim at a time on its own free lock.

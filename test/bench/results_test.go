@@ -98,6 +98,7 @@ type results struct {
 	backends []backendResult
 	raws     []rawResult
 	pods     []podResult
+	many     *manyResult
 }
 
 // perOp is "total (claims + locks + leases)" writes per operation.
@@ -139,6 +140,11 @@ func (r results) markdown() string {
 	sb.WriteString("\nAPI writes are counted per object through watches (each create, change or delete of a claim,\n" +
 		"lock or Lease is one event), shown as total (claims + locks + leases); a grant includes the\n" +
 		"client's own create of the claim and a handoff its delete of the holder's claim.\n")
+	if m := r.many; m != nil {
+		fmt.Fprintf(&sb, "\n| many locks (built-in backend) | handoffs/s | handoff p50 / p99 |\n|---|--:|---|\n")
+		fmt.Fprintf(&sb, "| %d locks × %d claims, every holder deleted the moment it is seen Held (open loop across locks) | %.0f | %s |\n",
+			m.locks, m.claimsPerLock, m.perSec(), m.handoff.cell())
+	}
 	if len(r.pods) > 0 {
 		sb.WriteString("\n| pods (built-in backend) | p50 / p99 |\n|---|---|\n")
 		for _, p := range r.pods {

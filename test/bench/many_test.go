@@ -1,0 +1,191 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// manyResult is the throughput across many locks at once.
+type manyResult struct {
+	locks, claimsPerLock, handoffs int
+	elapsed                        time.Duration
+	handoff                        quantiles
+}
+
+func (m manyResult) perSec() float64 {
+	if m.elapsed <= 0 {
+		return 0
+	}
+	return float64(m.handoffs) / m.elapsed.Seconds()
+}
+
+// manyLocks measures handoffs across many locks of the built-in backend, each with a queue: every
+// holder is deleted the moment it is seen Held, by a pool of clients that does not wait for the
+// handoff it starts (an open loop across locks), until every queue is empty. It reports handoffs
+// per second from the first delete to the last grant, and the latency of each handoff.
+func (b *bench) manyLocks(t *testing.T, ctx context.Context, locks, perLock int) manyResult {
+	const ns = "bench-many"
+	must(t, b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	t.Cleanup(func() {
+		_ = b.c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	res := manyResult{locks: locks, claimsPerLock: perLock}
+
+	// Watch first, so that no grant is missed.
+	w, err := b.c.Watch(ctx, &locksv1alpha1.LockClaimList{}, client.InNamespace(ns))
+	must(t, err)
+	defer w.Stop()
+	held := make(chan string, locks*perLock)
+	go func() {
+		seen := map[string]bool{}
+		for ev := range w.ResultChan() {
+			cl, ok := ev.Object.(*locksv1alpha1.LockClaim)
+			if ok && ev.Type != watch.Deleted && cl.DeletionTimestamp == nil && cl.Status.Phase == locksv1alpha1.ClaimHeld && !seen[cl.Name] {
+				seen[cl.Name] = true
+				held <- cl.Name
+			}
+		}
+	}()
+
+	name := func(lock, i int) string { return fmt.Sprintf("many-%04d-%d", lock, i) }
+	parallel(t, 16, locks, func(l int) error {
+		lock := fmt.Sprintf("many-%04d", l)
+		if err := b.c.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lock}}); err != nil {
+			return err
+		}
+		for i := range perLock {
+			// As lockctl does: the release finalizer is set at creation.
+			if err := b.c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(l, i),
+				Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}); err != nil {
+				return err
+			}
+			// Creation seconds order the queue: keep each lock's claims in order.
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	// Every head held, then the queues go.
+	heads := map[string]bool{}
+	for l := range locks {
+		heads[name(l, 0)] = true
+	}
+	for len(heads) > 0 {
+		select {
+		case n := <-held:
+			delete(heads, n)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d locks not granted to their first claim within a minute", len(heads), locks)
+		}
+	}
+
+	type job struct {
+		name  string
+		since time.Time
+	}
+	deletes := make(chan job, locks*perLock)
+	deletedAt := map[string]time.Time{} // holder deleted → its lock's next claim, by next claim's name
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for j := range deletes {
+				_ = b.c.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: j.name}})
+			}
+		})
+	}
+	next := func(claim string) (string, bool) {
+		var l, i int
+		if _, err := fmt.Sscanf(claim, "many-%04d-%d", &l, &i); err != nil || i+1 >= perLock {
+			return "", false
+		}
+		return name(l, i+1), true
+	}
+	start := time.Now()
+	for l := range locks {
+		if n, ok := next(name(l, 0)); ok {
+			deletedAt[n] = time.Now()
+		}
+		deletes <- job{name: name(l, 0)}
+	}
+	want := locks * (perLock - 1)
+	last := start
+	for got := 0; got < want; {
+		select {
+		case n := <-held:
+			now := time.Now()
+			if at, ok := deletedAt[n]; ok {
+				lat = append(lat, now.Sub(at))
+			}
+			got++
+			last = now
+			if nn, ok := next(n); ok {
+				deletedAt[nn] = time.Now()
+			}
+			deletes <- job{name: n}
+		case <-time.After(60 * time.Second):
+			close(deletes)
+			t.Fatalf("only %d of %d handoffs across %d locks within a minute of the last", got, want, locks)
+		}
+	}
+	close(deletes)
+	wg.Wait()
+	res.handoffs, res.elapsed = want, last.Sub(start)
+	res.handoff = report(fmt.Sprintf("handoff latency across %d locks (holder deleted → next Acquired)", locks), lat)
+	fmt.Printf("  %-58s %.0f handoffs/s (%d handoffs across %d locks in %s)\n", "many-lock throughput (open loop)",
+		res.perSec(), res.handoffs, locks, res.elapsed.Round(time.Millisecond))
+	return res
+}
+
+// parallel runs do(i) for i in [0, n) on k goroutines and fails t on the first error.
+func parallel(t *testing.T, k, n int, do func(int) error) {
+	work := make(chan int)
+	errs := make(chan error, k)
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for i := range work {
+				if err := do(i); err != nil {
+					select {
+					case errs <- err:
+					default: // one error is enough to fail
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
