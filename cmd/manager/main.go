@@ -225,7 +225,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return err
 	}
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{
+	builtin, err := kubernetesbackend.NewRecords(kubernetesbackend.Config{
 		Client: direct, Namespace: o.secretNamespace, SessionName: o.sessionName,
 	}, kubernetesbackend.WithClock(clk))
 	if err != nil {

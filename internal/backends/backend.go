@@ -127,6 +127,34 @@ type FreeWatcher interface {
 	WatchFree(ctx context.Context, key string, notify func()) error
 }
 
+// RecordKeeper is implemented by a backend whose holds live in the DistributedLock's own status
+// (the built-in backend in record mode): the controller's compare-and-swap of the lock record is
+// what excludes, so TryAcquire and Release send nothing, and a grant or a handoff costs the lock
+// record's write alone. The backend keeps the session whose renewal keeps every hold alive.
+type RecordKeeper interface {
+	// KeepsHoldsInLockRecords marks the interface.
+	KeepsHoldsInLockRecords()
+	// HoldAlive says whether a hold recorded as granted at acquired with ttl still lives (the
+	// session was renewed since then with no gap as long as ttl), and until when unless renewed.
+	// A controller that resumes holds after a restart or a leader change asks it.
+	HoldAlive(ctx context.Context, acquired time.Time, ttl time.Duration) (expire time.Time, alive bool, err error)
+}
+
+// AsRecordKeeper returns b, or the backend b wraps, as a RecordKeeper.
+func AsRecordKeeper(b Backend) (RecordKeeper, bool) {
+	for b != nil {
+		if k, ok := b.(RecordKeeper); ok {
+			return k, true
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			return nil, false
+		}
+		b = u.Unwrap()
+	}
+	return nil, false
+}
+
 // Unwrapper is implemented by backends that wrap another (metrics instrumentation), so that
 // optional interfaces such as FreeWatcher can be found under the wrapper.
 type Unwrapper interface {

@@ -234,6 +234,19 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 		s.holders = keep
 		return nil, "", nil
 	}
+	if records, ok := backends.AsRecordKeeper(s.backend); ok {
+		// The lock record is the hold: it lives while the session that keeps it was renewed in
+		// time since the grant.
+		expire, alive, err := records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl)
+		switch {
+		case err != nil:
+			return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		case !alive:
+			return nil, "The lock expired while no controller renewed it: its session went a lease without renewal", nil
+		}
+		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
+		return &backends.Lease{Key: s.key, Identity: rec.Identity, TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
+	}
 	current, err := s.backend.Inspect(ctx, s.key)
 	switch {
 	case errors.Is(err, backends.ErrNotHeld):

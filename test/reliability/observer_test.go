@@ -29,13 +29,11 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 )
 
@@ -147,73 +145,53 @@ func (o *observer) results(end time.Time) []KeyTimeline {
 	return out
 }
 
-// watchLeases follows the built-in backend's Leases (lock and session Leases alike, in the order
-// the API server wrote them): a lock Lease whose holder changes from one identity to another
-// while the first one's hold was still valid by the backend's rule (its own or its session's
-// renewal plus leaseDurationSeconds, evaluated now, with the session as the stream last showed
-// it) means two identities held the key at once.
-func (o *observer) watchLeases(ctx context.Context, c client.WithWatch) {
-	last := map[string]*coordinationv1.Lease{} // by name: every Lease as last seen
-	valid := func(l *coordinationv1.Lease, now time.Time) bool {
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.LeaseDurationSeconds == nil {
-			return false
-		}
-		renewed := time.Time{}
-		if l.Spec.RenewTime != nil {
-			renewed = l.Spec.RenewTime.Time
-		}
-		if s := last[l.Labels[kbackend.SessionLabel]]; s != nil && s.Spec.RenewTime != nil && s.Spec.RenewTime.After(renewed) {
-			renewed = s.Spec.RenewTime.Time
-		}
-		return now.Before(renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-	}
+// watchRecords follows the built-in backend's lock records (the DistributedLocks' status.holder,
+// in the order the API server wrote them), judged by the session Lease as it is when each change
+// arrives. A record has one holder field, so two identities cannot hold one key at once by the
+// store's own rule; what the watch adds is every change of holder, including those between two
+// reads, for the check of claims against the backend's view.
+func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
+	reader := recordReader{c: c}
 	rv := ""
 	for ctx.Err() == nil {
-		var list coordinationv1.LeaseList
-		opts := []client.ListOption{client.InNamespace(controllerNamespace), client.MatchingLabels{kbackend.ManagedByLabel: kbackend.ManagedByValue}}
 		if rv == "" {
-			if err := c.List(ctx, &list, opts...); err != nil {
+			var list locksv1alpha1.DistributedLockList
+			if err := c.List(ctx, &list); err != nil {
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			for i := range list.Items {
-				last[list.Items[i].Name] = &list.Items[i]
-			}
 			rv = list.ResourceVersion
 		}
-		w, err := c.Watch(ctx, &coordinationv1.LeaseList{}, append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})...)
+		w, err := c.Watch(ctx, &locksv1alpha1.DistributedLockList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		for ev := range w.ResultChan() {
-			l, ok := ev.Object.(*coordinationv1.Lease)
+			l, ok := ev.Object.(*locksv1alpha1.DistributedLock)
 			if !ok {
 				rv = "" // an error (e.g. the history expired): list again
 				break
 			}
 			rv = l.ResourceVersion
 			now := time.Now()
-			key := l.Annotations[kbackend.KeyAnnotation]
+			key := l.BackendKey()
 			o.mu.Lock()
 			tl := o.timelines[key]
 			o.mu.Unlock()
-			old := last[l.Name]
-			if ev.Type == watch.Deleted {
-				delete(last, l.Name)
-			} else {
-				last[l.Name] = l
-			}
-			if tl == nil || old == nil || ev.Type != watch.Modified {
+			if tl == nil {
 				continue
 			}
-			before, after := ptr.Deref(old.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.HolderIdentity, "")
-			if before != "" && after != "" && before != after && valid(old, now) {
-				o.mu.Lock()
-				tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("Lease %s (key %s): holder %s replaced by %s at %s while %s's hold was still valid (two holders at once)",
-					l.Name, key, before, after, now.Format(time.StampMilli), before))
-				o.mu.Unlock()
+			if ev.Type == watch.Deleted {
+				o.add(key, KeyState{At: now, Known: true})
+				continue
 			}
+			session, ok := reader.session(ctx)
+			if !ok {
+				continue
+			}
+			v := recordView(l, session, now)
+			o.add(key, KeyState{At: now, Known: true, Holder: v.Holder})
 		}
 		w.Stop()
 	}

@@ -531,7 +531,7 @@ func setupBackend(ctx context.Context, t *testing.T, e *env, srv *servers, s sce
 	var upstream string
 	switch s.backend {
 	case "kubernetes":
-		return "", backendEnv{reader: leaseReader{c: e.c}}
+		return "", backendEnv{reader: recordReader{c: e.c}}
 	case "redis":
 		upstream = srv.redis.Addr()
 	case "etcd":
@@ -637,7 +637,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	}
 	observeCtx, stopObserving := context.WithCancel(ctx)
 	if s.backend == "kubernetes" {
-		go obs.watchLeases(observeCtx, e.c)
+		go obs.watchRecords(observeCtx, e.c)
 	}
 	for l := range locks {
 		name := fmt.Sprintf("lock-%d", l)

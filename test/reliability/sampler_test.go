@@ -102,64 +102,117 @@ func (r etcdReader) held(ctx context.Context, prefix string) ([]BackendKey, erro
 	return out, nil
 }
 
-// leaseReader reads the built-in backend's Lease objects: a lock Lease is held while
-// spec.holderIdentity is set and now < max(its renewTime, its session Lease's renewTime) +
-// leaseDurationSeconds (the rule the package kubernetes documents).
-type leaseReader struct{ c client.Client }
+// recordReader reads the built-in backend, whose holds are the DistributedLocks' own records
+// (status.holder) kept alive by the controller's session Lease: a holder holds while, since its
+// acquireTime, the session went no lease duration without a renewal, and until a lease duration
+// after the later of its acquireTime and the session's renewTime. The rule is restated here from
+// the package documentation (kubernetes.Records), not borrowed from its code, so that a bug there
+// cannot hide from the check.
+type recordReader struct{ c client.Client }
 
-func (r leaseReader) read(ctx context.Context, key string) BackendView {
+// recordSessionName is the session Lease the harness's managers share (the manager's default).
+const recordSessionName = "lockwarden-session"
+
+// lockOfKey names the DistributedLock of a default key, "lockwarden/<namespace>/<name>".
+func lockOfKey(key string) (client.ObjectKey, bool) {
+	rest, ok := strings.CutPrefix(key, "lockwarden/")
+	if !ok {
+		return client.ObjectKey{}, false
+	}
+	ns, name, ok := strings.Cut(rest, "/")
+	return client.ObjectKey{Namespace: ns, Name: name}, ok
+}
+
+func (r recordReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	var l coordinationv1.Lease
-	err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: kbackend.LeaseName(key)}, &l)
-	switch {
+	name, ok := lockOfKey(key)
+	if !ok {
+		return BackendView{}
+	}
+	var lock locksv1alpha1.DistributedLock
+	switch err := r.c.Get(ctx, name, &lock); {
 	case apierrors.IsNotFound(err):
 		return BackendView{Known: true}
 	case err != nil:
 		return BackendView{}
 	}
-	return r.view(ctx, &l)
+	session, ok := r.session(ctx)
+	if !ok {
+		return BackendView{}
+	}
+	return recordView(&lock, session, time.Now())
 }
 
-func (r leaseReader) view(ctx context.Context, l *coordinationv1.Lease) BackendView {
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.LeaseDurationSeconds == nil {
+// session reads the session Lease; nil when there is none yet.
+func (r recordReader) session(ctx context.Context) (*coordinationv1.Lease, bool) {
+	var s coordinationv1.Lease
+	switch err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: recordSessionName}, &s); {
+	case apierrors.IsNotFound(err):
+		return nil, true
+	case err != nil:
+		return nil, false
+	}
+	return &s, true
+}
+
+// recordView is what lock's record holds at now, by session's renewals.
+func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lease, now time.Time) BackendView {
+	h := lock.Status.Holder
+	if h == nil || session == nil || session.Spec.RenewTime == nil {
 		return BackendView{Known: true}
 	}
-	last := time.Time{}
-	if l.Spec.RenewTime != nil {
-		last = l.Spec.RenewTime.Time
-	}
-	if session := l.Labels[kbackend.SessionLabel]; session != "" {
-		var s coordinationv1.Lease
-		err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: session}, &s)
-		switch {
-		case err == nil && s.Spec.RenewTime != nil && s.Spec.RenewTime.After(last):
-			last = s.Spec.RenewTime.Time
-		case err != nil && !apierrors.IsNotFound(err):
-			return BackendView{}
+	ttl := time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
+	acquired := h.AcquireTime.Time
+	if since := session.Annotations[kbackend.CompleteSinceAnnotation]; since != "" {
+		if t, err := time.Parse(time.RFC3339Nano, since); err != nil || acquired.Before(t) {
+			return BackendView{Known: true}
 		}
 	}
-	held := time.Now().Before(last.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-	if !held {
+	if gaps := session.Annotations[kbackend.GapsAnnotation]; gaps != "" {
+		for _, g := range strings.Split(gaps, ",") {
+			from, to, _ := strings.Cut(g, "/")
+			f, err1 := time.Parse(time.RFC3339Nano, from)
+			t, err2 := time.Parse(time.RFC3339Nano, to)
+			if err1 != nil || err2 != nil {
+				return BackendView{}
+			}
+			if f.Before(acquired) {
+				f = acquired
+			}
+			if t.After(acquired) && t.Sub(f) >= ttl {
+				return BackendView{Known: true} // lapsed in a gap since the grant
+			}
+		}
+	}
+	last := session.Spec.RenewTime.Time
+	if acquired.After(last) {
+		last = acquired
+	}
+	if !now.Before(last.Add(ttl)) {
 		return BackendView{Known: true}
 	}
-	return BackendView{Known: true, Held: true, Holder: *l.Spec.HolderIdentity}
+	return BackendView{Known: true, Held: true, Holder: h.Identity}
 }
 
-func (r leaseReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
-	var list coordinationv1.LeaseList
-	if err := r.c.List(ctx, &list, client.InNamespace(controllerNamespace), client.MatchingLabels{kbackend.ManagedByLabel: kbackend.ManagedByValue}); err != nil {
+func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+	name, ok := lockOfKey(prefix + "x")
+	if !ok {
+		return nil, errors.New("recordReader: keys of the built-in backend start with lockwarden/<namespace>/")
+	}
+	var list locksv1alpha1.DistributedLockList
+	if err := r.c.List(ctx, &list, client.InNamespace(name.Namespace)); err != nil {
 		return nil, err
+	}
+	session, ok := r.session(ctx)
+	if !ok {
+		return nil, errors.New("recordReader: cannot read the session Lease")
 	}
 	var out []BackendKey
 	for i := range list.Items {
 		l := &list.Items[i]
-		key := l.Annotations[kbackend.KeyAnnotation]
-		if !strings.HasPrefix(key, prefix) {
-			continue
-		}
-		if v := r.view(ctx, l); v.Held {
-			out = append(out, BackendKey{Key: key, Holder: v.Holder})
+		if v := recordView(l, session, time.Now()); v.Held && strings.HasPrefix(l.BackendKey(), prefix) {
+			out = append(out, BackendKey{Key: l.BackendKey(), Holder: v.Holder})
 		}
 	}
 	return out, nil

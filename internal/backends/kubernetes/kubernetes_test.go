@@ -601,3 +601,67 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = k8sbackend.New(k8sbackend.Config{Client: c, Namespace: "ns"})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 }
+
+// Record mode: holds live in the lock records; the session Lease keeps them alive, and its
+// renewal history says which lapsed.
+func TestRecords(t *testing.T) {
+	g := NewWithT(t)
+	c := newClient(t)
+	ns := newNamespace(t, c)
+	clock := clocktesting.NewFakeClock(time.Now())
+	r, err := k8sbackend.NewRecords(k8sbackend.Config{Client: c, Namespace: ns, SessionName: "records"}, k8sbackend.WithClock(clock))
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := t.Context()
+	ttl := 10 * time.Second
+
+	before := r.RoundTrips()
+	a, err := r.TryAcquire(ctx, "k/a", "id-a", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Release(ctx, a)).To(Succeed())
+	g.Expect(r.RoundTrips()).To(Equal(before), "a grant and a release in record mode send no request")
+	var leases coordinationv1.LeaseList
+	g.Expect(c.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
+	g.Expect(leases.Items).To(BeEmpty(), "no Lease per lock")
+
+	// Renewing the session renews every hold in one read and one write.
+	var held []backends.Lease
+	for i := range 20 {
+		l, err := r.TryAcquire(ctx, fmt.Sprintf("k/%d", i), fmt.Sprintf("id-%d", i), ttl)
+		g.Expect(err).NotTo(HaveOccurred())
+		held = append(held, l)
+	}
+	clock.Step(3 * time.Second)
+	before = r.RoundTrips()
+	renewed, lost, err := r.Renew(ctx, held, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lost).To(BeEmpty())
+	g.Expect(renewed).To(HaveLen(20))
+	g.Expect(r.RoundTrips() - before).To(Equal(int64(2)))
+	g.Expect(renewed[0].ExpireTime).To(BeTemporally("~", clock.Now().Add(ttl), time.Millisecond))
+
+	// A controller that resumes: alive while renewed in time.
+	clock.Step(5 * time.Second)
+	expire, alive, err := r.HoldAlive(ctx, held[0].AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeTrue())
+	g.Expect(expire).To(BeTemporally("~", renewed[0].ExpireTime, time.Millisecond))
+
+	// No renewal for a lease (the controller was down): the holds lapsed, and a later renewal
+	// does not revive them, while a hold granted after it lives.
+	clock.Step(ttl)
+	_, alive, err = r.HoldAlive(ctx, held[0].AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeFalse())
+	fresh, err := r.TryAcquire(ctx, "k/fresh", "id-fresh", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	renewed, lost, err = r.Renew(ctx, append(held[:1:1], fresh), ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(keysOf(lost)).To(ConsistOf("k/0"))
+	g.Expect(keysOf(renewed)).To(ConsistOf("k/fresh"))
+	_, alive, err = r.HoldAlive(ctx, held[0].AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeFalse(), "the gap is on record: a renewal after it revives nothing")
+	session := getLease(t, c, ns, "records")
+	g.Expect(session.Annotations).To(HaveKey(k8sbackend.GapsAnnotation))
+	g.Expect(session.Annotations[k8sbackend.GapsAnnotation]).NotTo(BeEmpty())
+}

@@ -140,7 +140,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The built-in backend reads its Leases uncached, as in cmd/manager.
+	// The built-in backend reads its session Lease uncached, as in cmd/manager.
 	direct, err := client.New(mcfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	if o.Clock != nil {
 		builtinOpts = append(builtinOpts, kubernetesbackend.WithClock(o.Clock))
 	}
-	builtin, err := kubernetesbackend.New(kubernetesbackend.Config{Client: direct, Namespace: o.Namespace}, builtinOpts...)
+	builtin, err := kubernetesbackend.NewRecords(kubernetesbackend.Config{Client: direct, Namespace: o.Namespace}, builtinOpts...)
 	if err != nil {
 		return nil, err
 	}
