@@ -187,7 +187,7 @@ func refreshAt(expire time.Time, ttl time.Duration) time.Time {
 // lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting
 // count, the "Queued" status of new claims) are held back and folded together, so that they never
 // crowd out a grant: a busy lock's waiters would otherwise each be rewritten at every handoff.
-const lowPriorityDelay = 2 * time.Second
+const lowPriorityDelay = 5 * time.Second
 
 // lowPriorityDue decides, for a lock whose pass has only low-priority changes to write, whether to
 // write them now. dirtySince is when such changes were first held back (zero: not yet). It
