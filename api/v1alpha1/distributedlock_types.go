@@ -79,7 +79,8 @@ type LockHolder struct {
 	// +required
 	AcquireTime metav1.MicroTime `json:"acquireTime"`
 
-	// expireTime is when the lock expires on the backend unless renewed.
+	// expireTime is when the hold would have expired, as of its grant, unless renewed. Renewal
+	// does not rewrite the lock: the holder claim's status.expireTime follows it.
 	// +optional
 	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
 }

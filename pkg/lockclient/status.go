@@ -135,8 +135,15 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		if cl.Spec.LockName != l.Name {
 			continue
 		}
-		if s.Holder != nil && cl.Name == s.Holder.Claim && cl.Spec.Holder != nil {
-			s.Holder.Pod = cl.Spec.Holder.PodName
+		if s.Holder != nil && cl.Name == s.Holder.Claim {
+			if cl.Spec.Holder != nil {
+				s.Holder.Pod = cl.Spec.Holder.PodName
+			}
+			// The lock record keeps the expiry of the grant; the claim's follows renewals.
+			if t := cl.Status.ExpireTime; t != nil && cl.Status.Phase == locksv1alpha1.ClaimHeld {
+				expire := t.Time
+				s.Holder.ExpireTime = &expire
+			}
 		}
 		if cl.Status.Phase == locksv1alpha1.ClaimHeld || isFinal(cl.Status.Phase) || !cl.DeletionTimestamp.IsZero() {
 			continue
