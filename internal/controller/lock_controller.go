@@ -51,9 +51,6 @@ import (
 // own reconciler only adds their finalizer.
 type DistributedLockReconciler struct {
 	client.Client
-	// APIReader reads a lock straight from the API server when the cache lags this process's
-	// own last write of it.
-	APIReader client.Reader
 	// Backends finds each lock's backend session.
 	Backends *BackendResolver
 	// Renewer renews held locks and reports lost ones.

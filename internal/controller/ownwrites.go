@@ -50,7 +50,9 @@ func (w *ownWrites) note(obj client.Object) {
 }
 
 // behind says whether obj, as read, is older than this process's last write of it. An object
-// whose resourceVersion is not an integer is always behind, so that callers read it afresh.
+// whose resourceVersion is not an integer cannot be compared and counts as behind; that does not
+// happen on the Kubernetes versions lockwarden needs (1.35 and later: integer resourceVersions,
+// which its fencing tokens rely on too).
 func (w *ownWrites) behind(obj client.Object) bool {
 	rv, ok := parseRV(obj.GetResourceVersion())
 	w.mu.Lock()

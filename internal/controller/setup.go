@@ -69,7 +69,6 @@ func Setup(mgr manager.Manager, o Options) error {
 	locks := &DistributedLockReconciler{
 		Guard:                   o.Guard,
 		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
 		Backends:                resolver,
 		Recorder:                recorder,
 		Metrics:                 o.Metrics,
