@@ -152,8 +152,8 @@ func TestRefreshDue(t *testing.T) {
 			t.Errorf("%s: refreshDue = %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := refreshAt(now, ttl); !got.Equal(now.Add(-ttl / 3)) {
-		t.Errorf("refreshAt = %s, want a third of the lease before expiry", got)
+	if got := refreshAt(now, ttl); !got.Equal(now.Add(-ttl/4)) || !refreshDue(&now, ttl, got) {
+		t.Errorf("refreshAt = %s, want a quarter of the lease before expiry, when the refresh is due", got)
 	}
 }
 

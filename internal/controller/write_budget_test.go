@@ -139,8 +139,9 @@ var _ = Describe("The write budget", func() {
 			writes := after["claims"][name] - before["claims"][name]
 			GinkgoWriter.Printf("claim %s: %d status writes in 5 leases\n", name, writes)
 			// status.expireTime moves once it is within a third of a lease of passing: about
-			// every two thirds of a lease (docs/how-locks-work.md says why not once a lease).
-			Expect(writes).To(BeNumerically("<=", 8), "claim %s", name)
+			// every two thirds of a lease (docs/how-locks-work.md says why not once a lease), so
+			// 7.5 writes in five leases; one more for a renewal that lands late on a loaded machine.
+			Expect(writes).To(BeNumerically("<=", 9), "claim %s", name)
 			Expect(writes).To(BeNumerically(">=", 5), "claim %s: its expireTime must keep moving", name)
 		}
 		// Renewal is batched: one session Lease is renewed for every hold at once (other specs'
