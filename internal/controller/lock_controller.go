@@ -75,10 +75,10 @@ type DistributedLockReconciler struct {
 	// written guards passes against a cache that lags this process's own writes.
 	written *ownWrites
 
-	// lowMu guards lowDirty.
+	// lowMu guards lowRounds.
 	lowMu sync.Mutex
-	// lowDirty holds, per lock, since when low-priority status changes were held back.
-	lowDirty map[types.NamespacedName]time.Time
+	// lowRounds holds, per lock, its held-back low-priority status changes.
+	lowRounds map[types.NamespacedName]*lowRound
 }
 
 // lockScope carries what one pass of a lock has read and decided.
@@ -92,8 +92,10 @@ type lockScope struct {
 	readLock *locksv1alpha1.DistributedLock
 	// claims are every claim of the lock, from the cache, their status changed in place.
 	claims []*locksv1alpha1.LockClaim
-	// read holds each claim as read, by UID: the base of its status patch.
-	read map[types.UID]*locksv1alpha1.LockClaim
+	// read holds each claim as read, by UID: the base of its status patch. readMu guards it
+	// while claims are written in parallel.
+	read   map[types.UID]*locksv1alpha1.LockClaim
+	readMu sync.Mutex
 	// pods are the holder pods of pod claims that exist, by name.
 	pods map[string]*corev1.Pod
 	// backend is the lock's backend session; nil when it cannot be used now.
@@ -116,8 +118,12 @@ type lockScope struct {
 	// back if the lock record cannot be written.
 	granted  *locksv1alpha1.LockClaim
 	acquired *backends.Lease
-	// writeLow says whether low-priority changes are written in this pass.
+	// writeLow says whether the lock's low-priority status (the waiting count) is written in
+	// this pass, which starts a round of low-priority claim writes.
 	writeLow bool
+	// lowPending are the claims the lock's round of low-priority writes has still to write
+	// (guarded by lowMu); nil when no round is under way.
+	lowPending map[types.UID]bool
 	// wait is when to look again (0: only on an event).
 	wait time.Duration
 	// retryErr is an error to return once the pass has written what it decided, so that the
@@ -161,7 +167,7 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // staleRetry is how soon a pass that found the cache behind its own write looks again, should
-// the write's watch event not come.
+// the watch event that catches it up not come (ownWrites.caughtUp normally starts that pass).
 const staleRetry = 200 * time.Millisecond
 
 // maxRetryDelay caps how long a lock whose pass failed waits before the next try. The default
@@ -210,11 +216,11 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
 	r.free = newFreeWatches(r.wake)
 	r.written = newOwnWrites()
-	r.lowDirty = map[types.NamespacedName]time.Time{}
+	r.lowRounds = map[types.NamespacedName]*lowRound{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
-			builder.WithPredicates(claimChangedForLock())).
+			builder.WithPredicates(claimChangedForLock(r.written))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
 		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).

@@ -101,7 +101,7 @@ func (r *DistributedLockReconciler) loadPod(ctx context.Context, s *lockScope, n
 // no longer renewed, so that its key expires on the backend, and a deleted one is let go.
 func (r *DistributedLockReconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 	r.lowMu.Lock()
-	delete(r.lowDirty, s.name)
+	delete(r.lowRounds, s.name)
 	r.lowMu.Unlock()
 	msg := fmt.Sprintf("DistributedLock %s does not exist in namespace %s; create it or fix spec.lockName", s.name.Name, s.name.Namespace)
 	var errs []error

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
@@ -36,34 +37,6 @@ import (
 
 // This file is the writing half of a pass: the lock record first (one compare-and-swap carrying
 // release, grant and token), then the claims (the new holder first), then finalizers.
-
-// decideLowPriority decides whether the changes no client waits for (queue positions, the
-// waiting count) are written in this pass or held back and folded into a later one.
-func (r *DistributedLockReconciler) decideLowPriority(_ context.Context, s *lockScope) error {
-	low := int32(len(s.waiters)) != s.readLock.Status.Waiting
-	for _, c := range s.claims {
-		if before := s.read[c.UID]; !equality.Semantic.DeepEqual(before.Status, c.Status) && lowPriority(&before.Status, &c.Status) {
-			low = true
-		}
-	}
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
-	if !low {
-		delete(r.lowDirty, s.name)
-		return nil
-	}
-	dirty := r.lowDirty[s.name]
-	write, wait := lowPriorityDue(dirty, s.now)
-	switch {
-	case write:
-		delete(r.lowDirty, s.name)
-	case dirty.IsZero():
-		r.lowDirty[s.name] = s.now
-	}
-	s.writeLow = write
-	s.wait = soonest(s.wait, wait)
-	return nil
-}
 
 // writeLock writes the lock record if the pass changed it: by a compare-and-swap on the
 // resourceVersion it read, which is also where a new grant's fencing token comes from. If the
@@ -153,40 +126,80 @@ func (r *DistributedLockReconciler) writeEndedHolds(ctx context.Context, s *lock
 	return nil
 }
 
-// writeClaims writes every claim whose status the pass changed: first the holds that ended (so
-// that whoever watches claims never sees two holders at once), then the new holders, since the
-// handoff waits for them, then the rest; low-priority changes only when they are due. A claim
-// being deleted is released by its deletion: its status is not written again, and its finalizer
-// comes off last, outside the handoff's path.
+// writeClaims writes what the pass changed of its claims, in the order that keeps what watchers
+// see consistent and the handoff short:
+//  1. the holds that ended, so that whoever watches claims never sees two holders at once;
+//  2. at the same time, the new holders (the handoff waits for them) and the finalizers of
+//     deleted claims that hold nothing (the lock record, written before, recorded their release);
+//     a deleted claim's status is not written again, its deletion says it;
+//  3. the rest, a few at a time: low-priority changes only when due, and at most
+//     lowPriorityBatch of them, the rest in the passes that follow.
 func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScope) error {
-	if err := r.writeEndedHolds(ctx, s); err != nil {
-		return err
-	}
-	for _, c := range s.claims {
-		if !isHeld(s.read[c.UID]) && isHeld(c) {
-			if err := r.writeClaim(ctx, s, c); err != nil {
-				return err
-			}
-		}
-	}
-	var errs []error
+	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		before := s.read[c.UID]
 		switch {
-		case equality.Semantic.DeepEqual(before.Status, c.Status):
-			continue
-		case !c.DeletionTimestamp.IsZero() && isFinal(c.Status.Phase):
-			// The claim is about to go: its finalizer comes off below, so its status would never
-			// be read. The event says how it ended.
-			if before.Status.Phase != c.Status.Phase {
-				r.recordTransition(c)
+		case !c.DeletionTimestamp.IsZero() && !isHeld(c):
+			if isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
+				r.recordTransition(c) // its status is never written: the event says how it ended
 			}
-			continue
-		case lowPriority(&before.Status, &c.Status) && !s.writeLow:
-			continue
+			gone = append(gone, c)
+		case equality.Semantic.DeepEqual(before.Status, c.Status):
+		case isHeld(before) && !isHeld(c):
+			ended = append(ended, c)
+		case !isHeld(before) && isHeld(c):
+			granted = append(granted, c)
+		case lowPriority(&before.Status, &c.Status):
+			low = append(low, c)
+		default:
+			rest = append(rest, c)
 		}
-		errs = append(errs, r.writeClaim(ctx, s, c))
 	}
+	if err := r.writeEach(ctx, s, ended); err != nil {
+		return err
+	}
+	var first [2]error
+	var wg sync.WaitGroup
+	wg.Go(func() { first[0] = r.writeEach(ctx, s, granted) })
+	wg.Go(func() {
+		first[1] = inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.letGo(ctx, s, c) })
+	})
+	wg.Wait()
+	if err := errors.Join(first[:]...); err != nil {
+		return err
+	}
+	chunk := r.lowChunk(s, low)
+	err := inParallel(append(rest, chunk...), claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.writeClaim(ctx, s, c) })
+	r.lowChunkDone(s, low, chunk)
+	return err
+}
+
+// claimWriters bounds the claim writes of one pass in flight at once.
+const claimWriters = 4
+
+// writeEach writes claims one after the other, in order, and stops at the first error.
+func (r *DistributedLockReconciler) writeEach(ctx context.Context, s *lockScope, claims []*locksv1alpha1.LockClaim) error {
+	for _, c := range claims {
+		if err := r.writeClaim(ctx, s, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inParallel calls do for each claim, at most limit at a time, and joins the errors.
+func inParallel(claims []*locksv1alpha1.LockClaim, limit int, do func(*locksv1alpha1.LockClaim) error) error {
+	errs := make([]error, len(claims))
+	slots := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = do(c)
+		})
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -195,7 +208,9 @@ func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScop
 // overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
 // fails the pass, which then starts again from a fresh read.
 func (r *DistributedLockReconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	s.readMu.Lock()
 	before := s.read[c.UID]
+	s.readMu.Unlock()
 	if equality.Semantic.DeepEqual(before.Status, c.Status) {
 		return nil
 	}
@@ -213,37 +228,41 @@ func (r *DistributedLockReconciler) writeClaim(ctx context.Context, s *lockScope
 		return client.IgnoreNotFound(err)
 	}
 	r.written.note(c)
+	s.readMu.Lock()
 	s.read[c.UID] = c.DeepCopy()
+	s.readMu.Unlock()
 	if before.Status.Phase != c.Status.Phase {
 		r.recordTransition(c)
 	}
 	return nil
 }
 
-// finishDeletes lets deleted claims go once they hold nothing, and the lock once no claim holds
-// or waits for it.
-func (r *DistributedLockReconciler) finishDeletes(ctx context.Context, s *lockScope) error {
-	var errs []error
-	busy := false
-	for _, c := range s.claims {
-		switch {
-		case !c.DeletionTimestamp.IsZero() && !isHeld(c):
-			if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
-				// The mutant frees whatever holds the key, a client outside lockwarden included.
-				if cur, err := s.backend.Inspect(ctx, s.key); err == nil && s.lock.Status.Holder == nil {
-					_ = s.backend.Release(ctx, cur)
-				}
-			}
-			errs = append(errs, r.removeFinalizer(ctx, c))
-		case c.DeletionTimestamp.IsZero() && !isFinal(c.Status.Phase):
-			busy = true
-		case isHeld(c):
-			busy = true
+// letGo removes the finalizer of a deleted claim that holds nothing, once the lock record that
+// released it is written.
+func (r *DistributedLockReconciler) letGo(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
+		// The mutant frees whatever holds the key, a client outside lockwarden included.
+		if cur, err := s.backend.Inspect(ctx, s.key); err == nil && s.lock.Status.Holder == nil {
+			_ = s.backend.Release(ctx, cur)
 		}
 	}
-	if !s.lock.DeletionTimestamp.IsZero() && !busy && controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer) {
-		errs = append(errs, client.IgnoreNotFound(r.Update(ctx, s.lock)))
-		r.written.forget(s.lock.UID)
+	return r.removeFinalizer(ctx, c)
+}
+
+// finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
+// (the claims' own finalizers came off in writeClaims).
+func (r *DistributedLockReconciler) finishDeletes(ctx context.Context, s *lockScope) error {
+	if s.lock.DeletionTimestamp.IsZero() {
+		return nil
 	}
-	return errors.Join(errs...)
+	for _, c := range s.claims {
+		if isHeld(c) || (c.DeletionTimestamp.IsZero() && !isFinal(c.Status.Phase)) {
+			return nil
+		}
+	}
+	if !controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer) {
+		return nil
+	}
+	r.written.forget(s.lock.UID)
+	return client.IgnoreNotFound(r.Update(ctx, s.lock))
 }

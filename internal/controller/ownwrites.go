@@ -27,14 +27,19 @@ import (
 // ownWrites remembers the resourceVersion of this process's last write to each lock and claim.
 // A pass that reads them from a cache which has not caught up with those writes yet must not act
 // on what it read: a lock record from before its own grant would make the claim it just granted
-// look like a stale holder. Such a pass stops; the watch event of the write is on its way and
-// starts the next one. Writes are compare-and-swaps, so this guards decisions, not the store.
+// look like a stale holder. Such a pass stops, and the watch event that brings the cache up to
+// that write starts the next one, even an event the lock's predicates would otherwise drop (a
+// queue position). Writes are compare-and-swaps, so this guards decisions, not the store.
 type ownWrites struct {
 	mu sync.Mutex
 	rv map[types.UID]int64
+	// awaited are the objects a pass found behind, whose catching up must start a pass.
+	awaited map[types.UID]bool
 }
 
-func newOwnWrites() *ownWrites { return &ownWrites{rv: map[types.UID]int64{}} }
+func newOwnWrites() *ownWrites {
+	return &ownWrites{rv: map[types.UID]int64{}, awaited: map[types.UID]bool{}}
+}
 
 // note records that obj was just written and is now at its resourceVersion.
 func (w *ownWrites) note(obj client.Object) {
@@ -58,7 +63,24 @@ func (w *ownWrites) behind(obj client.Object) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, written := w.rv[obj.GetUID()]
-	return written && (!ok || rv < last)
+	if written && (!ok || rv < last) {
+		w.awaited[obj.GetUID()] = true
+		return true
+	}
+	return false
+}
+
+// caughtUp says whether obj, as the cache now has it, is an object a pass found behind and has
+// caught up with this process's last write of it; each such object says so once.
+func (w *ownWrites) caughtUp(obj client.Object) bool {
+	rv, ok := parseRV(obj.GetResourceVersion())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.awaited[obj.GetUID()] || !ok || rv < w.rv[obj.GetUID()] {
+		return false
+	}
+	delete(w.awaited, obj.GetUID())
+	return true
 }
 
 // forget drops what is remembered of an object that is gone or will not be written again.
@@ -66,6 +88,7 @@ func (w *ownWrites) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.rv, uid)
+	delete(w.awaited, uid)
 }
 
 func parseRV(s string) (int64, bool) {

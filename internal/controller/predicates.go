@@ -29,12 +29,14 @@ import (
 // claimChangedForLock passes the claim events its lock's pass must see: creation, deletion, the
 // start of deletion, a spec or finalizer change, and a change of phase. The status writes of
 // waiting claims (queue positions) are not among them: a busy lock's pass would otherwise run
-// once per waiter after every handoff.
-func claimChangedForLock() predicate.Predicate {
+// once per waiter after every handoff. They pass, though, when they bring the cache up to a write
+// that a pass found missing (written).
+func claimChangedForLock(written *ownWrites) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*locksv1alpha1.LockClaim), e.ObjectNew.(*locksv1alpha1.LockClaim)
-			return o.Generation != n.Generation ||
+			return written.caughtUp(n) ||
+				o.Generation != n.Generation ||
 				o.Status.Phase != n.Status.Phase ||
 				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 				!slices.Equal(o.Finalizers, n.Finalizers)

@@ -112,6 +112,9 @@ func TestBench(t *testing.T) {
 	floor, err := rawLeaseFloor(ctx, b.c, *floorN)
 	must(t, err)
 	res.floor = floor
+	crd, err := rawCRDFloors(ctx, b.c, *floorN)
+	must(t, err)
+	res.crdFloors = crd
 
 	if want["kubernetes"] {
 		fmt.Println("backend kubernetes (built-in):")
