@@ -499,9 +499,10 @@ func rawRedis(ctx context.Context, addr string, n int) (rawResult, error) {
 		release: report("raw owner-checked Lua release (same server, no controller)", free)}, nil
 }
 
-// watchHeld reports the names of claims in ns as they become Held.
+// watchHeld reports the names of claims in ns as they become Held, each once. When the server
+// ends the watch (it drops a watcher that falls behind), it watches again from a fresh list.
 func watchHeld(ctx context.Context, c client.WithWatch, ns string) <-chan string {
-	out := make(chan string, 1024)
+	out := make(chan string, 8192)
 	go func() {
 		seen := map[string]bool{}
 		for ctx.Err() == nil {

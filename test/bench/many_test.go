@@ -27,8 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -59,21 +57,8 @@ func (b *bench) manyLocks(t *testing.T, ctx context.Context, locks, perLock int)
 	})
 	res := manyResult{locks: locks, claimsPerLock: perLock}
 
-	// Watch first, so that no grant is missed.
-	w, err := b.c.Watch(ctx, &locksv1alpha1.LockClaimList{}, client.InNamespace(ns))
-	must(t, err)
-	defer w.Stop()
-	held := make(chan string, locks*perLock)
-	go func() {
-		seen := map[string]bool{}
-		for ev := range w.ResultChan() {
-			cl, ok := ev.Object.(*locksv1alpha1.LockClaim)
-			if ok && ev.Type != watch.Deleted && cl.DeletionTimestamp == nil && cl.Status.Phase == locksv1alpha1.ClaimHeld && !seen[cl.Name] {
-				seen[cl.Name] = true
-				held <- cl.Name
-			}
-		}
-	}()
+	// Watch first, so that no grant is missed; the watch is made again if the server ends it.
+	held := watchHeld(ctx, b.c, ns)
 
 	name := func(lock, i int) string { return fmt.Sprintf("many-%04d-%d", lock, i) }
 	parallel(t, 16, locks, func(l int) error {
