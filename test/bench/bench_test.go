@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,6 +80,8 @@ var (
 	floorN   = flag.Int("floor-writes", 200, "sequential Lease updates to time for the raw-write floor")
 	manyN    = flag.Int("many-locks", 1000, "locks whose queues are served at once for the many-lock throughput")
 	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
+	apiProf  = flag.String("apiserver-profile", "", "write a CPU profile of the API server, taken during the built-in backend's hot-lock handoffs, into this file")
+	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs (make the hot-lock phase at least as long, with -handoffs)")
 	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many",
 		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods")
 )
@@ -226,7 +230,7 @@ func startBench(t *testing.T, ctx context.Context) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bench{c: c, held: watchHeld(ctx, c, "bench"), writes: writes, grants: *grants, handoffs: *handoffs}
+	return &bench{cfg: cfg, c: c, held: watchHeld(ctx, c, "bench"), writes: writes, grants: *grants, handoffs: *handoffs}
 }
 
 // external creates a LockBackend, waits for its probe and measures it.
@@ -263,6 +267,7 @@ func (b *bench) dsnSecret(t *testing.T, ctx context.Context, name, dsn string) l
 
 // bench times grants and handoffs through the controller on one backend.
 type bench struct {
+	cfg              *rest.Config
 	c                client.WithWatch
 	held             <-chan string
 	writes           *writeCounter
@@ -352,6 +357,7 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) (backendRes
 		return r, err
 	}
 	var handoffLat []time.Duration
+	profiled := b.profileAPIServer(ctx, prefix)
 	began := time.Now()
 	for i := 1; i < len(names); i++ {
 		start := time.Now()
@@ -364,6 +370,9 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) (backendRes
 		handoffLat = append(handoffLat, time.Since(start))
 	}
 	elapsed := time.Since(began)
+	if err := <-profiled; err != nil {
+		return r, err
+	}
 	r.handoff = report("graceful handoff latency (holder deleted → next Acquired)", handoffLat)
 	r.handoffsPerSec = float64(len(handoffLat)) / elapsed.Seconds()
 	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput",
@@ -628,4 +637,30 @@ func rawSQL(ctx context.Context, title string, driver locksv1alpha1.SQLDriver, d
 	return rawResult{label: title + ", backend call without controller: upsert / delete",
 		acquire: report("backend TryAcquire: upsert (same database, no controller)", acquire),
 		release: report("backend Release: owner-checked delete (no controller)", free)}, nil
+}
+
+// profileAPIServer starts, for the built-in backend's hot lock and when -apiserver-profile is
+// set, a CPU profile of the API server (its /debug/pprof endpoint, on by default) and writes it
+// to that file; the channel says when it is done. Read it with go tool pprof.
+func (b *bench) profileAPIServer(ctx context.Context, prefix string) <-chan error {
+	done := make(chan error, 1)
+	if *apiProf == "" || prefix != "k8s" {
+		done <- nil
+		return done
+	}
+	cs, err := kubernetes.NewForConfig(b.cfg)
+	if err != nil {
+		done <- err
+		return done
+	}
+	go func() {
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(*profSecs)).Timeout(time.Duration(*profSecs+30) * time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(*apiProf, raw, 0o644)
+			fmt.Printf("  API server CPU profile of %d s of hot-lock handoffs written to %s\n", *profSecs, *apiProf)
+		}
+		done <- err
+	}()
+	return done
 }
