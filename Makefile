@@ -64,8 +64,9 @@ helm-lint: ## Lint the Helm chart (strict) with the helm built into the cache.
 test: verify vet helm-lint test-unit test-e2e test-reliability-smoke ## Run every suite: verification, unit and envtest suites, e2e on the local cluster, the reliability smoke set.
 
 .PHONY: test-unit
-test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd).
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" go test $(GO_TEST_FLAGS) ./...
+test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd; test/apiclock runs the clocked test build of kube-apiserver).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" LOCKWARDEN_CLOCKED_APISERVER="$$(hack/k8s-binaries.sh clocked-apiserver)" \
+		go test $(GO_TEST_FLAGS) ./...
 	go test $(GO_TEST_FLAGS) -tags testclock -run TestManagerClock ./cmd/manager/
 
 .PHONY: test-e2e

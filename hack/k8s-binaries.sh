@@ -4,11 +4,13 @@
 # the repository, keyed by version. Idempotent (a finished build is never redone) and safe to run
 # concurrently (one flock per component; binaries are moved into place only when complete).
 #
-# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir]
-#   all (default)  build whatever is missing
-#   helm-bin       build only helm and print its path (for helm lint, which needs no cluster)
-#   envtest-dir    build what envtest needs and print the KUBEBUILDER_ASSETS directory
-#   bin-dir        build everything and print the directory holding all binaries
+# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver]
+#   all (default)      build whatever is missing
+#   helm-bin           build only helm and print its path (for helm lint, which needs no cluster)
+#   envtest-dir        build what envtest needs and print the KUBEBUILDER_ASSETS directory
+#   bin-dir            build everything and print the directory holding all binaries
+#   clocked-apiserver  build the test-only kube-apiserver whose object timestamps a test can step
+#                      (hack/apiserver-clock; about 15 minutes cold) and print its path
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -21,6 +23,7 @@ k8s_dir="$CACHE/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/kwok-$KWOK_VERSION"
 helm_dir="$CACHE/helm-$HELM_VERSION"
+clocked_dir="$CACHE/kube-apiserver-clocked-$K8S_VERSION-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/apiserver-clock/clock_offset.go.txt" | cut -c1-12)"
 bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
 
 log() { echo "k8s-binaries: $*" >&2; }
@@ -47,37 +50,68 @@ scratch_module() {
   (cd "$dir" && go mod init lockwarden.local/buildtools >/dev/null 2>&1)
 }
 
-build_k8s() {
-  local started=$SECONDS work="$k8s_dir.tmp"
-  log "building Kubernetes $K8S_VERSION (about 15 minutes on 2 cores when cold)"
-  scratch_module "$work/src"
-  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  local staging_version="v0.${K8S_VERSION#v1.}"
-  # k8s.io/kubernetes replaces every staging module with a local path; a module that requires it
-  # must point those at the published staging versions instead.
-  local mod
+# k8s_module DIR PKG...: a scratch module in DIR requiring the Kubernetes commands PKG... at
+# K8S_VERSION. k8s.io/kubernetes replaces every staging module with a local path; a module that
+# requires it must point those at the published staging versions instead.
+k8s_module() {
+  local dir=$1; shift
+  scratch_module "$dir/src"
+  local staging_version="v0.${K8S_VERSION#v1.}" mod staging m
   mod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  local staging
   staging=$(sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$mod")
   (
-    cd "$work/src"
+    cd "$dir/src"
     for m in $staging; do
       go mod edit -replace "$m=$m@$staging_version"
     done
-    local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl) c pkgs=()
-    for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-    go get "${pkgs[@]/%/@$K8S_VERSION}" 2>"$work/go-get.log" || { cat "$work/go-get.log" >&2; exit 1; }
-    local x="" pkg
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-      x+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    done
-    mkdir -p "$work/out"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w$x" -o "$work/out/" "${pkgs[@]}"
+    go get "${@/%/@$K8S_VERSION}" 2>"$dir/go-get.log" || { cat "$dir/go-get.log" >&2; exit 1; }
   )
+}
+
+# k8s_ldflags: the version stamps of an upstream release build.
+k8s_ldflags() {
+  local minor=${K8S_VERSION#v1.} x="" pkg
+  minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    x+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "-s -w$x"
+}
+
+build_k8s() {
+  local started=$SECONDS work="$k8s_dir.tmp" c pkgs=()
+  log "building Kubernetes $K8S_VERSION (about 15 minutes on 2 cores when cold)"
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  k8s_module "$work" "${pkgs[@]}"
+  mkdir -p "$work/out"
+  (cd "$work/src" && CGO_ENABLED=0 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$work/out/" "${pkgs[@]}")
   rm -rf "$k8s_dir" && mv "$work/out" "$k8s_dir" && rm -rf "$work"
   touch "$k8s_dir/.done"
   log "Kubernetes $K8S_VERSION built in $((SECONDS - started)) s"
+}
+
+# build_clocked_apiserver: kube-apiserver with hack/apiserver-clock/clock_offset.go.txt added to
+# k8s.io/apiserver/pkg/registry/rest. A build overlay cannot touch the module cache, so the build
+# uses a scratch copy of that module (outside the repository, deleted afterwards) with the file
+# added; nothing of upstream's is edited.
+build_clocked_apiserver() {
+  local started=$SECONDS work="$clocked_dir.tmp" here src
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  log "building the clocked kube-apiserver $K8S_VERSION (test only; about 2 minutes after the Kubernetes build, 15 when cold)"
+  k8s_module "$work" k8s.io/kubernetes/cmd/kube-apiserver
+  src=$(cd "$work/src" && go list -m -f '{{.Dir}}' k8s.io/apiserver)
+  cp -r "$src" "$work/apiserver" && chmod -R u+w "$work/apiserver"
+  cp "$here/apiserver-clock/clock_offset.go.txt" "$work/apiserver/pkg/registry/rest/zz_lockwarden_clock_offset.go"
+  mkdir -p "$work/out"
+  (
+    cd "$work/src"
+    go mod edit -replace "k8s.io/apiserver=../apiserver"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$work/out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  rm -rf "$clocked_dir" && mv "$work/out" "$clocked_dir" && rm -rf "$work"
+  touch "$clocked_dir/.done"
+  log "clocked kube-apiserver built in $((SECONDS - started)) s"
 }
 
 build_etcd() {
@@ -146,5 +180,6 @@ case "${1:-all}" in
   helm) with_lock "$helm_dir" build_helm ;;
   helm-bin) with_lock "$helm_dir" build_helm; echo "$helm_dir/helm" ;;
   envtest-dir | bin-dir) build_all; echo "$bin_dir" ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir]" >&2; exit 2 ;;
+  clocked-apiserver) with_lock "$clocked_dir" build_clocked_apiserver; echo "$clocked_dir/kube-apiserver" ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver]" >&2; exit 2 ;;
 esac

@@ -68,9 +68,24 @@ type ControlPlane struct {
 // StartControlPlane starts the control plane, installs the CRDs from repoRoot/config/crd/bases
 // and creates each of namespaces.
 func StartControlPlane(repoRoot string, namespaces ...string) (*ControlPlane, error) {
+	return StartControlPlaneWith(repoRoot, ControlPlaneOptions{}, namespaces...)
+}
+
+// ControlPlaneOptions configure StartControlPlaneWith.
+type ControlPlaneOptions struct {
+	// APIServer is the kube-apiserver binary to run instead of KUBEBUILDER_ASSETS's (the clocked
+	// test build of hack/k8s-binaries.sh, for one); it inherits this process's environment.
+	APIServer string
+}
+
+// StartControlPlaneWith is StartControlPlane with options.
+func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ...string) (*ControlPlane, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	if o.APIServer != "" {
+		env.ControlPlane.GetAPIServer().Path = o.APIServer
 	}
 	cfg, err := env.Start()
 	if err != nil {
