@@ -218,7 +218,7 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 		}
 		b.keys = append(b.keys, k)
 		b.leases = append(b.leases, h.Lease)
-		at := h.RenewTime.Add(ttl / 3)
+		at := renewAt(h.RenewTime, h.Lease.ExpireTime, ttl)
 		if h.LastError != nil {
 			at = h.lastAttempt.Add(retryInterval(ttl))
 		}
@@ -242,6 +242,20 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 	}
 	wg.Wait()
 	return next
+}
+
+// renewAt is when a hold last confirmed at renewTime, whose lease expires at expire, is next due:
+// a third of the TTL after the confirmation, but never later than two thirds of the TTL before the
+// expiry. The two agree for a lease just renewed; they part for a hold taken over from another
+// session (a resumed hold, after a leader failover), whose lease may have only seconds left when
+// this process starts tracking it. Scheduled from the take-over alone, its first renewal would
+// come after it expired (the reliability harness's default-failover scenario lost such a hold).
+func renewAt(renewTime, expire time.Time, ttl time.Duration) time.Time {
+	at := renewTime.Add(ttl / 3)
+	if latest := expire.Add(-2 * ttl / 3); latest.Before(at) {
+		return latest
+	}
+	return at
 }
 
 // retryInterval is how soon a failed renewal is tried again: often enough to keep a lock through

@@ -132,6 +132,29 @@ func TestAHoldThatCannotBeRenewedIsLostWhenItExpires(t *testing.T) {
 	}
 }
 
+// A hold taken over from another session (a new leader resuming it) may expire long before a
+// third of the TTL has passed: it is renewed at once, not a third of the TTL after the take-over.
+func TestAHoldTakenOverWithLittleLeftIsRenewedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	const ttl = 30 * time.Second
+	lease, err := h.backend.TryAcquire(context.Background(), "k", "me", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(25 * time.Second) // the old leader renewed it last; 5 s are left
+	h.r.Track("fake", lease, claim(1))
+	time.Sleep(50 * time.Millisecond)
+	if got := h.backend.Calls()[fake.OpRenew]; got != 1 {
+		t.Fatalf("Renew calls right after the take-over = %d, want 1", got)
+	}
+	for range 4 {
+		h.step(2 * time.Second) // past the old expiry
+	}
+	if lost := h.lostClaims(); len(lost) != 0 {
+		t.Fatalf("the taken-over hold was lost: %v", lost)
+	}
+}
+
 func TestUntrackedHoldsAreNotRenewed(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
