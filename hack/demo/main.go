@@ -214,20 +214,32 @@ func (d *demo) reportClaims(ctx context.Context) {
 		return
 	}
 	defer w.Stop()
+	// A holder's claim that is deleted (by its pod's garbage collection, say) is released by its
+	// deletion: the controller does not write its status again, so the deletion is the release.
+	releasedByDeletion := map[string]bool{}
 	for ev := range w.ResultChan() {
 		c, ok := ev.Object.(*locksv1alpha1.LockClaim)
-		if !ok || ev.Type == watch.Deleted {
+		if !ok {
 			continue
 		}
 		d.mu.Lock()
 		prev := d.phase[c.Name]
-		d.phase[c.Name] = c.Status.Phase
+		deleted := (ev.Type == watch.Deleted || !c.DeletionTimestamp.IsZero()) && prev == locksv1alpha1.ClaimHeld && !releasedByDeletion[c.Name]
+		if deleted {
+			releasedByDeletion[c.Name] = true
+		}
+		if ev.Type != watch.Deleted {
+			d.phase[c.Name] = c.Status.Phase
+		}
 		created, freed := c.CreationTimestamp.Time, d.freed
-		if prev != c.Status.Phase && c.Status.Phase == locksv1alpha1.ClaimReleased {
+		if deleted || (prev != c.Status.Phase && c.Status.Phase == locksv1alpha1.ClaimReleased) {
 			d.freed = time.Now()
 		}
 		d.mu.Unlock()
-		if prev == c.Status.Phase {
+		if deleted {
+			fmt.Printf("  ✘ %-8s pod %-30s its claim was deleted with the pod, which releases it\n", locksv1alpha1.ClaimReleased, c.Spec.Holder.PodName)
+		}
+		if ev.Type == watch.Deleted || prev == c.Status.Phase {
 			continue
 		}
 		switch c.Status.Phase {
