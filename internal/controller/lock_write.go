@@ -136,10 +136,7 @@ func (r *DistributedLockReconciler) writeEndedHolds(ctx context.Context, s *lock
 //  3. the rest, a few at a time: low-priority changes only when due, and at most
 //     lowPriorityBatch of them, the rest in the passes that follow.
 func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScope) error {
-	if err := r.writeEndedHolds(ctx, s); err != nil {
-		return err
-	}
-	var granted, gone, rest, low []*locksv1alpha1.LockClaim
+	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		before := s.read[c.UID]
 		switch {
@@ -149,6 +146,8 @@ func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScop
 			}
 			gone = append(gone, c)
 		case equality.Semantic.DeepEqual(before.Status, c.Status):
+		case isHeld(before) && !isHeld(c):
+			ended = append(ended, c)
 		case !isHeld(before) && isHeld(c):
 			granted = append(granted, c)
 		case lowPriority(&before.Status, &c.Status):
@@ -156,6 +155,9 @@ func (r *DistributedLockReconciler) writeClaims(ctx context.Context, s *lockScop
 		default:
 			rest = append(rest, c)
 		}
+	}
+	if err := r.writeEach(ctx, s, ended); err != nil {
+		return err
 	}
 	if err := r.writeEach(ctx, s, granted); err != nil {
 		return err
