@@ -167,14 +167,15 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		for ev := range w.ResultChan() {
+		for a := range dateOnArrival(w.ResultChan()) {
+			ev := a.event
 			l, ok := ev.Object.(*locksv1alpha1.DistributedLock)
 			if !ok {
 				rv = "" // an error (e.g. the history expired): list again
 				break
 			}
 			rv = l.ResourceVersion
-			now := time.Now()
+			now := a.at
 			key := l.BackendKey()
 			o.mu.Lock()
 			tl := o.timelines[key]
@@ -195,6 +196,28 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 		}
 		w.Stop()
 	}
+}
+
+// arrival is a watch event and when it arrived.
+type arrival struct {
+	event watch.Event
+	at    time.Time
+}
+
+// dateOnArrival dates each event of events when it arrives, and hands it on. The record watch
+// reads the session Lease for every event; dated after that read, an event that arrived while
+// the previous one was being judged would be dated late by the read's latency, and a claim's
+// Held, which the controller writes after the lock record, could then seem to come before it.
+// The channel it returns is closed once events is, after every event already dated.
+func dateOnArrival(events <-chan watch.Event) <-chan arrival {
+	out := make(chan arrival, 4096)
+	go func() {
+		defer close(out)
+		for ev := range events {
+			out <- arrival{event: ev, at: time.Now()}
+		}
+	}()
+	return out
 }
 
 // watchZooKeeper follows key's lock node with one-shot watches, re-armed after each event. A
