@@ -61,8 +61,35 @@ type Hold struct {
 
 type hold struct {
 	Hold
-	claims      map[types.NamespacedName]struct{}
-	lastAttempt time.Time
+	claims map[types.NamespacedName]struct{}
+	// renewedAt, expiresAt and attemptedAt are RenewTime, Lease.ExpireTime and the last renewal
+	// attempt on the Renewer's stopwatch (Renewer.elapsed), which a step of the wall clock does
+	// not move: renewals are scheduled by them, so that a clock stepped back does not postpone a
+	// renewal by the step, nor one stepped forward bring it early.
+	renewedAt, expiresAt, attemptedAt time.Time
+}
+
+// confirmed records that the backend confirmed lease at now (the wall clock) and at (the
+// stopwatch).
+func (h *hold) confirmed(lease backends.Lease, now, at time.Time) {
+	h.Lease, h.RenewTime, h.LastError = lease, now, nil
+	h.renewedAt, h.attemptedAt = at, at
+	h.expiresAt = at.Add(lease.ExpireTime.Sub(now))
+}
+
+// Monotonic is a clock that also tells a time that wall-clock steps do not move, as Go's
+// monotonic clock reading does (a test clock whose wall time is stepped implements it).
+type Monotonic interface {
+	Monotonic() time.Time
+}
+
+// elapsed reads the Renewer's stopwatch: the clock's monotonic time if it tells one, else its
+// Now (the real clock's carries Go's monotonic reading; a fake clock only moves when told).
+func (r *Renewer) elapsed() time.Time {
+	if m, ok := r.clock.(Monotonic); ok {
+		return m.Monotonic()
+	}
+	return r.clock.Now()
 }
 
 // Renewer renews tracked holds. Create it with New and add it to the manager.
@@ -117,11 +144,11 @@ func (r *Renewer) Track(backend string, lease backends.Lease, claim types.Namesp
 	case !ok, h.Lost && lease.ExpireTime.After(h.Lease.ExpireTime):
 		h = &hold{claims: map[types.NamespacedName]struct{}{}}
 		r.holds[k] = h
-		h.Lease, h.RenewTime = lease, r.clock.Now()
+		h.confirmed(lease, r.clock.Now(), r.elapsed())
 	case h.Lost:
 		// The lease that was lost: it stays lost.
 	case lease.ExpireTime.After(h.Lease.ExpireTime):
-		h.Lease, h.RenewTime, h.LastError = lease, r.clock.Now(), nil
+		h.confirmed(lease, r.clock.Now(), r.elapsed())
 	}
 	h.claims[claim] = struct{}{}
 	r.poke()
@@ -200,7 +227,7 @@ type batch struct {
 // renewDue renews every batch with at least one hold due, and returns how long to sleep until the
 // next one is due.
 func (r *Renewer) renewDue(ctx context.Context) time.Duration {
-	now := r.clock.Now()
+	now := r.elapsed()
 	r.mu.Lock()
 	batches := map[[2]any]*batch{}
 	due := map[[2]any]bool{}
@@ -218,9 +245,9 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 		}
 		b.keys = append(b.keys, k)
 		b.leases = append(b.leases, h.Lease)
-		at := renewAt(h.RenewTime, h.Lease.ExpireTime, ttl)
+		at := renewAt(h.renewedAt, h.expiresAt, ttl)
 		if h.LastError != nil {
-			at = h.lastAttempt.Add(retryInterval(ttl))
+			at = h.attemptedAt.Add(retryInterval(ttl))
 		}
 		if !at.After(now) {
 			due[id] = true
@@ -277,7 +304,7 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	if err == nil {
 		renewed, lost, err = renewWithin(callCtx, backend, b.leases, b.ttl)
 	}
-	now := r.clock.Now()
+	now, at := r.clock.Now(), r.elapsed()
 	if mutant.Active(mutant.RenewLost) {
 		for _, l := range lost {
 			l.ExpireTime = now.Add(b.ttl)
@@ -299,8 +326,8 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 			if !ok || h.Lost {
 				continue
 			}
-			h.LastError, h.lastAttempt = err, now
-			if !now.Before(h.Lease.ExpireTime) {
+			h.LastError, h.attemptedAt = err, at
+			if !at.Before(h.expiresAt) {
 				// Expired without a successful renewal: the backend may already have let it go.
 				h.Lost = true
 				notify = appendClaims(notify, h)
@@ -309,13 +336,13 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	}
 	for _, l := range renewed {
 		if h, ok := byKey(l); ok {
-			h.Lease, h.RenewTime, h.LastError, h.lastAttempt = l, now, nil, now
+			h.confirmed(l, now, at)
 		}
 	}
 	for _, l := range lost {
 		if h, ok := byKey(l); ok {
 			log.Info("Lock lost", "backend", b.backend, "key", l.Key, "identity", l.Identity)
-			h.Lost, h.lastAttempt = true, now
+			h.Lost, h.attemptedAt = true, at
 			notify = appendClaims(notify, h)
 		}
 	}

@@ -174,6 +174,66 @@ func TestUntrackedHoldsAreNotRenewed(t *testing.T) {
 	}
 }
 
+// steppedClock is a fake clock whose wall time can be stepped apart from its monotonic time, as
+// an administrator steps a host's clock (skewclock in the manager's fault builds).
+type steppedClock struct {
+	*clocktesting.FakeClock
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *steppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.FakeClock.Now().Add(c.offset)
+}
+
+func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *steppedClock) Monotonic() time.Time { return c.FakeClock.Now() }
+
+func (c *steppedClock) stepWall(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// A wall clock stepped back (here: a clock that ran two leases ahead, put right) must not
+// postpone renewals by the step: the reliability harness's redis/clock-jumps lost a hold granted
+// while the leader's clock was ahead, whose renewal came ten seconds late.
+func TestAWallClockStepDoesNotMoveRenewals(t *testing.T) {
+	for _, step := range []time.Duration{-10 * time.Second, 10 * time.Second} {
+		t.Run(step.String(), func(t *testing.T) {
+			fakeClock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))
+			clk := &steppedClock{FakeClock: fakeClock}
+			backend := fake.New(fake.WithClock(clk))
+			r := renewal.New(func(context.Context, string) (backends.Backend, error) { return backend, nil },
+				func(types.NamespacedName) {}, renewal.WithClock(clk))
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go func() { _ = r.Start(ctx) }()
+			const ttl = 9 * time.Second
+			lease, err := backend.TryAcquire(ctx, "k", "me", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Track("fake", lease, claim(1))
+			time.Sleep(50 * time.Millisecond)
+			clk.stepWall(step)
+			fakeClock.Step(ttl/3 - time.Second)
+			time.Sleep(50 * time.Millisecond)
+			if got := backend.Calls()[fake.OpRenew]; got != 0 {
+				t.Fatalf("renewed %d times before a third of the TTL had passed (wall stepped %s)", got, step)
+			}
+			fakeClock.Step(time.Second)
+			time.Sleep(50 * time.Millisecond)
+			if got := backend.Calls()[fake.OpRenew]; got != 1 {
+				t.Fatalf("Renew calls a third of the TTL after the grant, the wall clock stepped %s: %d, want 1", step, got)
+			}
+		})
+	}
+}
+
 // A claim reconcile re-tracks its hold on every pass. That must neither postpone the renewal nor
 // clear a failed renewal's error: a hold whose backend is down is still lost when it expires, however
 // often its claim is reconciled.
