@@ -78,6 +78,10 @@ const (
 	// ReasonNamespaceNotAllowed: the backend's namespaceSelector does not admit the lock's
 	// namespace.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonKeyConflict: another DistributedLock on the same backend resolves to the same backend
+	// key and took it first; this lock grants nothing until that one is gone (a DistributedLock's
+	// Ready condition and its claims' Ready condition).
+	ReasonKeyConflict = "KeyConflict"
 )
 
 // Finalizer is set on LockClaims and DistributedLocks so that the controller releases the lock on

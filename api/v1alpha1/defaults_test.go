@@ -36,7 +36,8 @@ var _ = Describe("Valid objects", func() {
 		Expect(got.Spec.BackendRef.Name).To(Equal(locksv1alpha1.BuiltinBackendName))
 		Expect(got.Spec.LeaseDurationSeconds).To(Equal(int32(30)))
 		Expect(got.Spec.Key).To(BeEmpty())
-		Expect(got.BackendKey()).To(Equal("lockwarden/" + ns + "/db"))
+		Expect(got.BackendKey(locksv1alpha1.KeyPolicyNamespaced)).To(Equal("lockwarden/" + ns + "/db"))
+		Expect(got.BackendKey(locksv1alpha1.KeyPolicyVerbatim)).To(Equal("lockwarden/"+ns+"/db"), "a lock without spec.key keeps its default key under Verbatim")
 		Expect(got.BackendName()).To(Equal("kubernetes"))
 	})
 

@@ -41,9 +41,13 @@ type DistributedLockSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="backendRef is immutable; create a new DistributedLock to use another backend"
 	BackendRef BackendReference `json:"backendRef,omitempty"`
 
-	// key is the lock's key on the backend; lockwarden/<namespace>/<name> when omitted. Other
-	// clients of the backend that take the same key with the backend's standard protocol are
-	// excluded too. Immutable.
+	// key is the lock's key on the backend. Under the backend's default keyPolicy, Namespaced,
+	// it is placed under lockwarden/<namespace>/ (so the backend key is
+	// lockwarden/<namespace>/<key>); under Verbatim it is used as written. When omitted the
+	// backend key is lockwarden/<namespace>/<name> under either policy. Other clients of the
+	// backend that take the same backend key with the backend's standard protocol are excluded
+	// too. Two DistributedLocks whose keys resolve to one backend key conflict: the one that took
+	// the key first keeps it, the other reports Ready=False, reason KeyConflict. Immutable.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -70,6 +74,14 @@ type LockHolder struct {
 	// detached claim, unless the claim sets one).
 	// +required
 	Identity string `json:"identity"`
+
+	// backendIdentity is the value lockwarden wrote to the backend for this hold: derived from
+	// the lock's UID and identity, so that it never equals a value another client or another
+	// lock wrote. Absent on holds granted before lockwarden derived it (the backend then holds
+	// identity itself).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	BackendIdentity string `json:"backendIdentity,omitempty"`
 
 	// fencingToken is the token issued at this grant.
 	// +required
@@ -138,12 +150,22 @@ type DistributedLock struct {
 	Status DistributedLockStatus `json:"status,omitempty"`
 }
 
-// BackendKey is the key under which this lock is kept on its backend.
-func (l *DistributedLock) BackendKey() string {
-	if l.Spec.Key != "" {
+// BackendKey is the key under which this lock is kept on a backend whose key policy is policy
+// (an empty policy is Namespaced, the default).
+func (l *DistributedLock) BackendKey(policy KeyPolicy) string {
+	switch {
+	case l.Spec.Key == "":
+		return NamespacedKeyPrefix(l.Namespace) + l.Name
+	case policy == KeyPolicyVerbatim:
 		return l.Spec.Key
 	}
-	return "lockwarden/" + l.Namespace + "/" + l.Name
+	return NamespacedKeyPrefix(l.Namespace) + l.Spec.Key
+}
+
+// NamespacedKeyPrefix is the prefix of every backend key of namespace's locks under the
+// Namespaced key policy.
+func NamespacedKeyPrefix(namespace string) string {
+	return "lockwarden/" + namespace + "/"
 }
 
 // BackendName is the name of the LockBackend that holds this lock.

@@ -39,6 +39,19 @@ const (
 	BackendSQL        BackendType = "SQL"
 )
 
+// KeyPolicy says how a lock's key is placed on its backend.
+// +kubebuilder:validation:Enum=Namespaced;Verbatim
+type KeyPolicy string
+
+const (
+	// KeyPolicyNamespaced places every lock's key under lockwarden/<namespace>/, so that no
+	// namespace can reach another's keys.
+	KeyPolicyNamespaced KeyPolicy = "Namespaced"
+	// KeyPolicyVerbatim uses spec.key as written, for a store shared with clients outside
+	// Kubernetes. Any namespace the backend admits can then name any key on it.
+	KeyPolicyVerbatim KeyPolicy = "Verbatim"
+)
+
 // HostPort is a network address in the form host:port, where host is a DNS name, an IPv4
 // address or a bracketed IPv6 address, and port is 1..65535.
 // +kubebuilder:validation:MaxLength=261
@@ -225,6 +238,7 @@ type SQLBackend struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'Etcd' ? has(self.etcd) : !has(self.etcd)",message="spec.etcd must be set when type is Etcd and only then"
 // +kubebuilder:validation:XValidation:rule="self.type == 'ZooKeeper' ? has(self.zookeeper) : !has(self.zookeeper)",message="spec.zookeeper must be set when type is ZooKeeper and only then"
 // +kubebuilder:validation:XValidation:rule="self.type == 'SQL' ? has(self.sql) : !has(self.sql)",message="spec.sql must be set when type is SQL and only then"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Kubernetes' || !has(self.keyPolicy) || self.keyPolicy == 'Namespaced'",message="keyPolicy must be Namespaced for type Kubernetes: lock records of the Kubernetes API always stay in their namespace"
 type LockBackendSpec struct {
 	// type of the store. Immutable: create another LockBackend to move locks elsewhere.
 	// +required
@@ -250,6 +264,18 @@ type LockBackendSpec struct {
 	// sql configures a lock table in a SQL database; set exactly when type is SQL.
 	// +optional
 	SQL *SQLBackend `json:"sql,omitempty"`
+
+	// keyPolicy says where locks' keys live on the store. Namespaced (the default) puts every key
+	// under lockwarden/<namespace>/, so that no namespace can reach another's keys. Verbatim uses
+	// spec.key as written, for a store shared with clients outside Kubernetes (Redisson,
+	// etcdctl, a job on a VM); then any namespace this backend admits can take any key on it, so
+	// pair Verbatim with a namespaceSelector that admits only trusted namespaces. A lock without
+	// spec.key has the key lockwarden/<namespace>/<name> under either policy. Immutable: changing
+	// it would move the keys of held locks. Type Kubernetes is always Namespaced.
+	// +optional
+	// +kubebuilder:default=Namespaced
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="keyPolicy is immutable: it would move the keys of held locks; create a new LockBackend instead"
+	KeyPolicy KeyPolicy `json:"keyPolicy,omitempty"`
 
 	// namespaceSelector limits which namespaces' DistributedLocks may use this backend. Absent
 	// means every namespace.

@@ -247,7 +247,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.NewFactory(sqlbackend.WithClock(clk))),
 		registry.WithWrapper(m.Instrument),
 	)
-	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk}
+	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace}
 	if o.leaderElect {
 		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
 		// leader gives up after renewDeadline without a renewal. A stall longer than the

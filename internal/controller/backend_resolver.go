@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,6 +80,29 @@ func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.Distr
 			Message: fmt.Sprintf("LockBackend %s: %v", name, err)}
 	}
 	return b, name, nil
+}
+
+// KeyPolicy returns the key policy of the backend called name: Namespaced for the built-in
+// backend and for any backend of type Kubernetes, whatever its spec says.
+func (r *BackendResolver) KeyPolicy(ctx context.Context, name string) (locksv1alpha1.KeyPolicy, error) {
+	lb, err := r.lockBackend(ctx, name)
+	var unusable *UnusableError
+	switch {
+	case errors.As(err, &unusable):
+		// No such backend: nothing is granted on it, and Namespaced is the key its locks had.
+		return locksv1alpha1.KeyPolicyNamespaced, nil
+	case err != nil:
+		return "", err
+	}
+	return keyPolicyOf(lb), nil
+}
+
+// keyPolicyOf is the key policy of lb (nil: the built-in backend).
+func keyPolicyOf(lb *locksv1alpha1.LockBackend) locksv1alpha1.KeyPolicy {
+	if lb == nil || lb.Spec.Type == locksv1alpha1.BackendKubernetes || lb.Spec.KeyPolicy != locksv1alpha1.KeyPolicyVerbatim {
+		return locksv1alpha1.KeyPolicyNamespaced
+	}
+	return locksv1alpha1.KeyPolicyVerbatim
 }
 
 // ByName returns the session for a backend name without the namespace and readiness checks: the

@@ -39,6 +39,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/renewal"
@@ -66,6 +67,8 @@ type DistributedLockReconciler struct {
 	MaxConcurrentReconciles int
 	// Guard, when set, vetoes leader writes once this process has stalled (leaderguard).
 	Guard *leaderguard.Guard
+	// Keys records which lock owns each backend key.
+	Keys *keyledger.Ledger
 
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
@@ -104,6 +107,9 @@ type lockScope struct {
 	backendName string
 	// unusable says why the backend cannot be used now; nil when it can.
 	unusable *UnusableError
+	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
+	// The lock then grants nothing (holds it already has go on until they end).
+	conflict *UnusableError
 	// key is the lock's backend key and ttl its lease duration.
 	key string
 	ttl time.Duration
@@ -217,6 +223,7 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.free = newFreeWatches(r.wake)
 	r.written = newOwnWrites()
 	r.lowRounds = map[types.NamespacedName]*lowRound{}
+	r.Keys.OnRelease(r.wake)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),

@@ -27,6 +27,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/identity"
 	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 	"github.com/lockwarden/lockwarden/internal/renewal"
@@ -57,9 +58,28 @@ func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
 }
 
-// holdKey names the hold of identity on the lock's key.
+// holdKey names the hold of identity (a claim's holder identity) on the lock's key.
 func (s *lockScope) holdKey(identity string) renewal.HoldKey {
-	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: identity}
+	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
+}
+
+// backendIdentity is the value on the backend of identity's hold of this lock: the one the lock
+// record names when identity holds it, else the value a grant writes (package identity). A
+// record without one was granted before values were derived: the backend then holds identity
+// itself.
+func (s *lockScope) backendIdentity(id string) string {
+	if rec := s.lock.Status.Holder; rec != nil && rec.Identity == id {
+		return recordBackendIdentity(rec)
+	}
+	return identity.OnBackend(s.lock.UID, id)
+}
+
+// recordBackendIdentity is the value on the backend of the hold rec records.
+func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
+	if rec.BackendIdentity != "" {
+		return rec.BackendIdentity
+	}
+	return rec.Identity
 }
 
 // endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
@@ -153,7 +173,7 @@ func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockSc
 		}
 		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
 	default:
-		lease := backends.Lease{Key: s.key, Identity: rec.Identity, TTL: s.ttl}
+		lease := backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl}
 		if tracked {
 			lease = h.Lease
 		}
@@ -193,7 +213,7 @@ func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope
 	for _, c := range keep {
 		r.Renewer.Track(s.backendName, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
 		if !isHeld(c) {
-			markHeld(c, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
+			markHeld(c, rec.Identity, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
 		}
 	}
 	s.holders = keep
@@ -245,7 +265,7 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 			return nil, "The lock expired while no controller renewed it: its session went a lease without renewal", nil
 		}
 		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
-		return &backends.Lease{Key: s.key, Identity: rec.Identity, TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
+		return &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
 	}
 	current, err := s.backend.Inspect(ctx, s.key)
 	switch {
@@ -253,16 +273,16 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 		return nil, "The lock expired while no controller renewed it: the backend no longer holds it for this holder", nil
 	case err != nil:
 		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
-	case current.Identity != rec.Identity:
-		return nil, fmt.Sprintf("Another holder (%s) took the lock", current.Identity), nil
+	case current.Identity != recordBackendIdentity(rec):
+		return nil, "Another client took the lock on the backend", nil
 	}
 	if err := checkGuard(r.Guard); err != nil {
 		return nil, "", err
 	}
-	lease, err := s.backend.TryAcquire(ctx, s.key, rec.Identity, s.ttl)
+	lease, err := s.backend.TryAcquire(ctx, s.key, recordBackendIdentity(rec), s.ttl)
 	switch {
 	case errors.Is(err, backends.ErrLocked):
-		return nil, fmt.Sprintf("Another holder took the lock: %v", err), nil
+		return nil, "Another client took the lock on the backend", nil
 	case err != nil:
 		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
 )
 
 // load reads what a pass works from: the lock, its claims and their pods from the cache, and the
@@ -67,7 +68,6 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 		return s, nil
 	}
 	s.lock, s.readLock = lock, lock.DeepCopy()
-	s.key = lock.BackendKey()
 	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
 	b, backendName, err := r.Backends.ForLock(ctx, lock)
 	s.backendName = backendName
@@ -78,7 +78,59 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 	default:
 		s.backend = b
 	}
+	policy, err := r.Backends.KeyPolicy(ctx, backendName)
+	if err != nil {
+		return nil, err
+	}
+	s.key = lock.BackendKey(policy)
+	if lock.DeletionTimestamp.IsZero() {
+		if s.conflict, err = r.takeKey(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// takeKey makes the lock the owner of its backend key in the key ledger, or says which lock
+// took it first.
+func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (*UnusableError, error) {
+	self := ownerOf(s.lock)
+	owner, err := r.Keys.Take(ctx, s.backendName, s.key, self)
+	if err != nil || owner.UID == self.UID {
+		return nil, err
+	}
+	return keyConflict(s.lock, owner, s.backendName), nil
+}
+
+// keyConflict says which lock took lock's key first: by name within the namespace, and only as
+// "another lock" across namespaces, which a namespace user is not told about.
+func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, backend string) *UnusableError {
+	other := "Another DistributedLock"
+	if owner.Namespace == lock.Namespace {
+		other = "DistributedLock " + owner.Name
+	}
+	return &UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: fmt.Sprintf(
+		"%s resolves to the same key on backend %s and took it first; this lock grants nothing until that lock is deleted (give this one another spec.key)",
+		other, backend)}
+}
+
+// ownerOf is lock as a key ledger owner.
+func ownerOf(lock *locksv1alpha1.DistributedLock) keyledger.Owner {
+	return keyledger.Owner{Namespace: lock.Namespace, Name: lock.Name, UID: lock.UID}
+}
+
+// lockAlive tells the key ledger whether the lock that owns a key still exists.
+func lockAlive(c client.Reader) keyledger.Alive {
+	return func(ctx context.Context, owner keyledger.Owner) (bool, error) {
+		lock := &locksv1alpha1.DistributedLock{}
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}, lock); {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return lock.UID == owner.UID, nil
+	}
 }
 
 func (r *DistributedLockReconciler) loadPod(ctx context.Context, s *lockScope, name string) error {

@@ -149,7 +149,7 @@ func acquiredReason(st *locksv1alpha1.LockClaimStatus) string {
 // an outage to wait out.
 func unusableReason(u *UnusableError) string {
 	switch u.Reason {
-	case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed:
+	case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed, locksv1alpha1.ReasonKeyConflict:
 		return u.Reason
 	}
 	return locksv1alpha1.ReasonBackendUnavailable

@@ -28,7 +28,9 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/identity"
 	"github.com/lockwarden/lockwarden/internal/mutant"
+	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
 // This file is the waiting half of a pass: the FIFO queue, reentrant claims joining the hold,
@@ -92,7 +94,7 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		}
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing})
 	}
-	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && !queue[0].podMissing {
+	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !queue[0].podMissing {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
@@ -122,7 +124,7 @@ func (r *DistributedLockReconciler) joinHold(s *lockScope, c *locksv1alpha1.Lock
 		return false
 	}
 	r.Renewer.Track(s.backendName, h.Lease, client.ObjectKeyFromObject(c))
-	markHeld(c, h.Lease, rec.FencingToken, s.now)
+	markHeld(c, rec.Identity, h.Lease, rec.FencingToken, s.now)
 	s.holders = append(s.holders, c)
 	return true
 }
@@ -137,26 +139,26 @@ func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, h
 	if err := checkGuard(r.Guard); err != nil {
 		return err
 	}
-	identity := s.identityOf(head)
-	lease, err := s.backend.TryAcquire(ctx, s.key, identity, s.ttl)
+	id := s.identityOf(head)
+	onBackend := identity.OnBackend(s.lock.UID, id)
+	lease, err := s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
 	var locked *backends.LockedError
 	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, head, locked.Holder) {
-		lease, err = s.backend.TryAcquire(ctx, s.key, identity, s.ttl)
+		lease, err = s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
 	}
 	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
-		lease = backends.Lease{Key: s.key, Identity: identity, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
+		lease = backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
 		err = nil
 	}
 	locked = nil
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
-		msg := "The key is held on the backend by a client outside this queue"
+		// Whoever holds the key is not named: its value may be another namespace's holder or
+		// anything a client outside lockwarden wrote.
+		msg := "The key is held on the backend by another client"
 		retry := maxRetryDelay
 		if r.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name) {
 			retry = freeWatchFallback
-		}
-		if locked != nil && locked.Holder != "" {
-			msg = fmt.Sprintf("The key is held on the backend by %s", locked.Holder)
 		}
 		if locked != nil && !locked.ExpireTime.IsZero() {
 			msg += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
@@ -172,8 +174,9 @@ func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, h
 	}
 	s.granted, s.acquired = head, &lease
 	s.lock.Status.Holder = &locksv1alpha1.LockHolder{
-		Claim:       head.Name,
-		Identity:    lease.Identity,
+		Claim:           head.Name,
+		Identity:        id,
+		BackendIdentity: lease.Identity,
 		AcquireTime: *micro(s.now),
 		ExpireTime:  micro(lease.ExpireTime),
 	}
@@ -202,22 +205,24 @@ func (r *DistributedLockReconciler) ensureFinalizer(ctx context.Context, s *lock
 // giveBackOrphan releases a backend hold of identity if it belongs to another claim of this lock
 // that the lock record does not name: a pass took the key for it and then could not record the
 // grant (its lock write failed, and so did giving the key back). It tells whether it did.
-func (r *DistributedLockReconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *locksv1alpha1.LockClaim, identity string) bool {
-	if identity == "" || s.lock.Status.Holder != nil {
+func (r *DistributedLockReconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *locksv1alpha1.LockClaim, holder string) bool {
+	if holder == "" || s.lock.Status.Holder != nil {
 		return false
 	}
 	for _, c := range s.claims {
-		if c.UID == head.UID || s.identityOf(c) != identity {
+		// Only a value this lock's own grant writes can be an orphan of it: a foreign value
+		// never equals one (package identity), whatever identity a claim chose.
+		if c.UID == head.UID || identity.OnBackend(s.lock.UID, s.identityOf(c)) != holder {
 			continue
 		}
-		if _, tracked := r.Renewer.Lookup(s.holdKey(identity)); tracked {
+		if _, tracked := r.Renewer.Lookup(renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: holder}); tracked {
 			return false // a live hold of this identity, not an orphan
 		}
-		err := s.backend.Release(ctx, backends.Lease{Key: s.key, Identity: identity, TTL: s.ttl})
+		err := s.backend.Release(ctx, backends.Lease{Key: s.key, Identity: holder, TTL: s.ttl})
 		if err != nil && !errors.Is(err, backends.ErrNotHeld) {
 			return false
 		}
-		ctrl.LoggerFrom(ctx).Info("Released a hold that no grant recorded", "key", s.key, "identity", identity)
+		ctrl.LoggerFrom(ctx).Info("Released a hold that no grant recorded", "key", s.key, "identity", holder)
 		return true
 	}
 	return false
@@ -244,6 +249,8 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued) {
 		switch {
 		case s.unusable != nil:
 			markWaiting(c, 0, false, unusableReason(s.unusable), s.unusable.Message)
+		case s.conflict != nil:
+			markWaiting(c, 0, false, s.conflict.Reason, s.conflict.Message)
 		case q.podMissing:
 			markWaiting(c, position, false, locksv1alpha1.ReasonPodNotFound,
 				fmt.Sprintf("Pod %s does not exist in namespace %s; the claim waits for it", c.Spec.Holder.PodName, c.Namespace))

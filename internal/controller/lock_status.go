@@ -25,9 +25,10 @@ import (
 
 // Pure functions computing a DistributedLock's status from what a pass observed.
 
-// setLockConditions sets BackendReady from the backend check (nil problem = usable) and Ready,
-// which for a lock means the same: claims on it can be granted.
-func setLockConditions(lock *locksv1alpha1.DistributedLock, problem *UnusableError, backendName string) {
+// setLockConditions sets BackendReady from the backend check (nil problem = usable) and Ready:
+// claims on it can be granted, which takes a usable backend and a key no other lock took first
+// (nil conflict).
+func setLockConditions(lock *locksv1alpha1.DistributedLock, problem, conflict *UnusableError, backendName string) {
 	cond := metav1.Condition{
 		Type:               locksv1alpha1.ConditionBackendReady,
 		Status:             metav1.ConditionTrue,
@@ -40,6 +41,9 @@ func setLockConditions(lock *locksv1alpha1.DistributedLock, problem *UnusableErr
 	}
 	meta.SetStatusCondition(&lock.Status.Conditions, cond)
 	cond.Type = locksv1alpha1.ConditionReady
+	if problem == nil && conflict != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, conflict.Reason, conflict.Message
+	}
 	meta.SetStatusCondition(&lock.Status.Conditions, cond)
 	lock.Status.ObservedGeneration = lock.Generation
 }

@@ -44,7 +44,7 @@ import (
 // does not name.
 func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope) error {
 	lock := s.lock
-	setLockConditions(lock, s.unusable, s.backendName)
+	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
 	waiting := int32(len(s.waiters))
 	high := s.granted != nil || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
 	if !high && !s.writeLow {
@@ -69,10 +69,10 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 	r.written.note(lock)
 	if head := s.granted; head != nil {
 		r.Renewer.Track(s.backendName, *s.acquired, client.ObjectKeyFromObject(head))
-		markHeld(head, *s.acquired, token, s.now)
+		markHeld(head, lock.Status.Holder.Identity, *s.acquired, token, s.now)
 		s.holders = append(s.holders, head)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(head.CreationTimestamp.Time).Seconds())
-		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(head), "fencingToken", token, "identity", s.acquired.Identity)
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(head), "fencingToken", token, "identity", lock.Status.Holder.Identity)
 	}
 	return nil
 }
@@ -257,9 +257,14 @@ func (r *DistributedLockReconciler) finishDeletes(ctx context.Context, s *lockSc
 			return nil
 		}
 	}
-	if !controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer) {
+	if !controllerutil.ContainsFinalizer(s.lock, locksv1alpha1.Finalizer) {
 		return nil
 	}
+	// The key goes before the lock: another lock that waits for it may take it at once.
+	if err := r.Keys.Release(ctx, s.backendName, s.key, ownerOf(s.lock)); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)
 	r.written.forget(s.lock.UID)
 	return client.IgnoreNotFound(r.Update(ctx, s.lock))
 }

@@ -79,10 +79,11 @@ func markWaiting(c *locksv1alpha1.LockClaim, position int32, ready bool, reason,
 	setClaimConditions(c, false, ready, reason, message)
 }
 
-// markHeld records a grant.
-func markHeld(c *locksv1alpha1.LockClaim, lease backends.Lease, token int64, now time.Time) {
+// markHeld records a grant to the holder identity id (the lease's identity is the value on the
+// backend, derived from it).
+func markHeld(c *locksv1alpha1.LockClaim, id string, lease backends.Lease, token int64, now time.Time) {
 	c.Status.Phase = locksv1alpha1.ClaimHeld
-	c.Status.HolderIdentity = lease.Identity
+	c.Status.HolderIdentity = id
 	c.Status.FencingToken = token
 	c.Status.AcquireTime = micro(now)
 	c.Status.RenewTime = micro(now)

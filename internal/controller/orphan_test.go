@@ -25,6 +25,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	lwidentity "github.com/lockwarden/lockwarden/internal/identity"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 )
 
@@ -48,7 +49,8 @@ var _ = Describe("Holds that no claim records", func() {
 			g.Expect(k8sClient.Get(ctx(), key(lock), l)).To(Succeed())
 			now := metav1.NewMicroTime(time.Now())
 			l.Status.FencingToken = token
-			l.Status.Holder = &locksv1alpha1.LockHolder{Claim: claim, Identity: identity, FencingToken: token, AcquireTime: now}
+			l.Status.Holder = &locksv1alpha1.LockHolder{Claim: claim, Identity: identity, FencingToken: token, AcquireTime: now,
+				BackendIdentity: lwidentity.OnBackend(l.UID, identity)}
 			g.Expect(k8sClient.Status().Update(ctx(), l)).To(Succeed())
 		}).Should(Succeed())
 	}
@@ -73,8 +75,8 @@ var _ = Describe("Holds that no claim records", func() {
 		// (it still says position 2).
 		Expect(k8sClient.Delete(ctx(), first)).To(Succeed())
 		b := deposedLeader()
-		Expect(b.Release(ctx(), backends.Lease{Key: lock.BackendKey(), Identity: holder.Status.HolderIdentity})).To(Succeed())
-		_, err := b.TryAcquire(ctx(), lock.BackendKey(), string(w.UID), 120*time.Second)
+		Expect(b.Release(ctx(), backends.Lease{Key: lock.BackendKey(""), Identity: lwidentity.OnBackend(lock.UID, holder.Status.HolderIdentity)})).To(Succeed())
+		_, err := b.TryAcquire(ctx(), lock.BackendKey(""), lwidentity.OnBackend(lock.UID, string(w.UID)), 120*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		recordGrant(lock, "w", string(w.UID), holder.Status.FencingToken+1)
 		Expect(k8sClient.Delete(ctx(), holder)).To(Succeed())
@@ -98,7 +100,7 @@ var _ = Describe("Holds that no claim records", func() {
 		stopManager()
 		// A deposed leader's last act: it grants a claim that the new leader had already let
 		// go. No claim exists to release the key, and the new leader shares the session.
-		_, err := deposedLeader().TryAcquire(ctx(), lock.BackendKey(), "uid-of-a-deleted-claim", 5*time.Second)
+		_, err := deposedLeader().TryAcquire(ctx(), lock.BackendKey(""), lwidentity.OnBackend(lock.UID, "uid-of-a-deleted-claim"), 5*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		recordGrant(lock, "deleted-claim", "uid-of-a-deleted-claim", 1)
 		startManager()

@@ -27,6 +27,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/renewal"
@@ -49,11 +50,17 @@ type Options struct {
 	// Guard, when set, is added to the manager and checked before every write only a leader
 	// may make, so that a leader that stalled past its lease acts no more (leaderguard).
 	Guard *leaderguard.Guard
+	// Namespace is the controller's own namespace, where the key ledger keeps its Leases
+	// (keyledger); the built-in backend's session Lease lives there too.
+	Namespace string
 }
 
 // Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
 // reconciler (pod annotations and scheduling gates) with mgr.
 func Setup(mgr manager.Manager, o Options) error {
+	if o.Namespace == "" {
+		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
+	}
 	ctx := context.Background()
 	if err := SetupIndexes(ctx, mgr); err != nil {
 		return fmt.Errorf("registering field indexes: %w", err)
@@ -73,6 +80,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Recorder:                recorder,
 		Metrics:                 o.Metrics,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient())),
 	}
 	var renewerOpts []renewal.Option
 	if o.Clock != nil {

@@ -73,6 +73,7 @@ func (o *observer) watch(ctx context.Context, lock, key string) {
 }
 
 func (o *observer) add(key string, s KeyState) {
+	s.Holder = holderIdentity(s.Holder)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.timelines[key].Add(s)
@@ -176,7 +177,7 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 			}
 			rv = l.ResourceVersion
 			now := a.at
-			key := l.BackendKey()
+			key := l.BackendKey(locksv1alpha1.KeyPolicyNamespaced) // the built-in backend
 			o.mu.Lock()
 			tl := o.timelines[key]
 			o.mu.Unlock()

@@ -602,6 +602,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		t.Fatal(err)
 	}
 	backendRef, be := setupBackend(ctx, t, e, srv, s, ns.Name)
+	be.reader = identityReader{be.reader}
 
 	var managers []*manager
 	for i := range s.replicas {

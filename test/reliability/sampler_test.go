@@ -33,6 +33,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	kbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	"github.com/lockwarden/lockwarden/internal/identity"
 )
 
 // backendReader reads lock keys on a backend directly, through a connection of the harness's
@@ -43,6 +44,33 @@ type backendReader interface {
 	read(ctx context.Context, key string) BackendView
 	// held lists the keys under prefix that are held now, with their holders.
 	held(ctx context.Context, prefix string) ([]BackendKey, error)
+}
+
+// identityReader reads through r and gives each holder as the claim identity it was derived from
+// (package identity), so that the checkers compare backends' holders with claims' identities. A
+// value lockwarden did not write stays as it is: a foreign holder.
+type identityReader struct{ r backendReader }
+
+func (i identityReader) read(ctx context.Context, key string) BackendView {
+	v := i.r.read(ctx, key)
+	v.Holder = holderIdentity(v.Holder)
+	return v
+}
+
+func (i identityReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+	keys, err := i.r.held(ctx, prefix)
+	for j := range keys {
+		keys[j].Holder = holderIdentity(keys[j].Holder)
+	}
+	return keys, err
+}
+
+// holderIdentity is the claim identity of a holder value lockwarden wrote, else the value.
+func holderIdentity(value string) string {
+	if _, id, ok := identity.Parse(value); ok {
+		return id
+	}
+	return value
 }
 
 // readTimeout bounds one direct read, so that a paused backend does not stall the sampler.
@@ -211,8 +239,8 @@ func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, er
 	var out []BackendKey
 	for i := range list.Items {
 		l := &list.Items[i]
-		if v := recordView(l, session, time.Now()); v.Held && strings.HasPrefix(l.BackendKey(), prefix) {
-			out = append(out, BackendKey{Key: l.BackendKey(), Holder: v.Holder})
+		if v := recordView(l, session, time.Now()); v.Held && strings.HasPrefix(l.BackendKey(locksv1alpha1.KeyPolicyNamespaced), prefix) {
+			out = append(out, BackendKey{Key: l.BackendKey(locksv1alpha1.KeyPolicyNamespaced), Holder: v.Holder})
 		}
 	}
 	return out, nil

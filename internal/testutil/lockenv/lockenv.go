@@ -179,7 +179,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		registry.WithWrapper(m.Instrument),
 	}, o.Registry...)
 	err = controller.Setup(mgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
-		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock})
+		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace})
 	if err != nil {
 		return nil, err
 	}
