@@ -110,6 +110,8 @@ type lockScope struct {
 	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
 	// The lock then grants nothing (holds it already has go on until they end).
 	conflict *UnusableError
+	// keyTaken says the key passed to this lock in this pass: it grants in the next one.
+	keyTaken bool
 	// key is the lock's backend key and ttl its lease duration.
 	key string
 	ttl time.Duration

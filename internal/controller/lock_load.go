@@ -92,15 +92,29 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 }
 
 // takeKey makes the lock the owner of its backend key in the key ledger, or says which lock
-// took it first.
+// took it first. When the key passes to this lock now, the pass grants nothing and writes the
+// lock (its last token moves up by one): the next pass's grant is then preconditioned on a
+// resourceVersion above every write of the key's earlier owners, so that its token is above
+// theirs (package fencing).
 func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (*UnusableError, error) {
 	self := ownerOf(s.lock)
-	owner, err := r.Keys.Take(ctx, s.backendName, s.key, self)
-	if err != nil || owner.UID == self.UID {
+	owner, taken, err := r.Keys.Take(ctx, s.backendName, s.key, self)
+	switch {
+	case err != nil:
 		return nil, err
+	case owner.UID != self.UID:
+		return keyConflict(s.lock, owner, s.backendName), nil
+	case taken:
+		s.keyTaken = true
+		s.lock.Status.FencingToken++
+		s.wait = soonest(s.wait, keyTakenRetry)
 	}
-	return keyConflict(s.lock, owner, s.backendName), nil
+	return nil, nil
 }
+
+// keyTakenRetry is how soon the pass after a key was taken looks again, should the watch event
+// of its own write not come first.
+const keyTakenRetry = 100 * time.Millisecond
 
 // keyConflict says which lock took lock's key first: by name within the namespace, and only as
 // "another lock" across namespaces, which a namespace user is not told about.

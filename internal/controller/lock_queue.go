@@ -94,7 +94,7 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		}
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing})
 	}
-	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !queue[0].podMissing {
+	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken && !queue[0].podMissing {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {

@@ -114,11 +114,13 @@ func LeaseName(backend, key string) string {
 }
 
 // Take makes lock the owner of key on backend unless another live lock owns it, and returns the
-// owner: lock itself, or the other lock.
-func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (Owner, error) {
+// owner: lock itself, or the other lock. taken says that the key passed to lock in this call
+// (it was free, or its owner was gone): the lock's tokens must then continue above every token
+// an earlier owner of the key issued, which the caller sees to.
+func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (owner Owner, taken bool, err error) {
 	name := LeaseName(backend, key)
 	if l.remembered(name, lock.UID) {
-		return lock, nil
+		return lock, false, nil
 	}
 	for range maxAttempts {
 		lease := &coordinationv1.Lease{}
@@ -130,25 +132,25 @@ func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (Own
 				continue // another lock created it first: read whose it is
 			}
 			if err != nil {
-				return Owner{}, fmt.Errorf("recording lock %s as the owner of key %q: %w", lock, key, err)
+				return Owner{}, false, fmt.Errorf("recording lock %s as the owner of key %q: %w", lock, key, err)
 			}
 			l.remember(name, lock)
-			return lock, nil
+			return lock, true, nil
 		case err != nil:
-			return Owner{}, fmt.Errorf("reading the owner of key %q: %w", key, err)
+			return Owner{}, false, fmt.Errorf("reading the owner of key %q: %w", key, err)
 		}
 		owner := ownerOf(lease)
 		if owner.UID == lock.UID {
 			l.remember(name, lock)
-			return lock, nil
+			return lock, false, nil
 		}
 		alive, err := l.alive(ctx, owner)
 		if err != nil {
-			return Owner{}, err
+			return Owner{}, false, err
 		}
 		if alive {
 			l.await(name, lock)
-			return owner, nil
+			return owner, false, nil
 		}
 		// The owner is gone without letting the key go: take it over, by a write
 		// preconditioned on what was read.
@@ -157,12 +159,12 @@ func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (Own
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return Owner{}, fmt.Errorf("taking over key %q from lock %s, which no longer exists: %w", key, owner, err)
+			return Owner{}, false, fmt.Errorf("taking over key %q from lock %s, which no longer exists: %w", key, owner, err)
 		}
 		l.remember(name, lock)
-		return lock, nil
+		return lock, true, nil
 	}
-	return Owner{}, fmt.Errorf("recording the owner of key %q: other writers kept changing it", key)
+	return Owner{}, false, fmt.Errorf("recording the owner of key %q: other writers kept changing it", key)
 }
 
 // Release lets key on backend go if lock owns it, and wakes the locks that waited for it.
