@@ -95,6 +95,7 @@ var _ = Describe("Valid objects", func() {
 			DeferCleanup(func() { _ = k8sClient.Delete(ctx, backend) })
 			got := &locksv1alpha1.LockBackend{}
 			Expect(k8sClient.Get(ctx, keyOf(backend), got)).To(Succeed())
+			Expect(got.Spec.KeyPolicy).To(Equal(locksv1alpha1.KeyPolicyNamespaced), "every backend keeps keys under their namespace unless told otherwise")
 			check(got.Spec)
 		},
 		Entry("Kubernetes", locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendKubernetes},

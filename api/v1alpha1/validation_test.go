@@ -128,6 +128,23 @@ spec:
   key: "jobs nightly"
 `, `spec.key: Invalid value: "jobs nightly": key must be printable ASCII without spaces`),
 
+		// LockBackend: key policy
+		Entry("an unknown key policy", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Redis
+  redis: {address: "redis:6379"}
+  keyPolicy: Shared
+`, `spec.keyPolicy: Unsupported value: "Shared": supported values: "Namespaced", "Verbatim"`),
+		Entry("keyPolicy Verbatim on type Kubernetes", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockBackend
+spec:
+  type: Kubernetes
+  keyPolicy: Verbatim
+`, `spec: Invalid value: keyPolicy must be Namespaced for type Kubernetes: lock records of the Kubernetes API always stay in their namespace`),
+
 		// LockBackend: type and union
 		Entry("an unknown backend type", `
 apiVersion: locks.lockwarden.io/v1alpha1
@@ -391,6 +408,8 @@ spec:
 			remove("spec", "redis")(obj)
 			set([]any{"etcd:2379"}, "spec", "etcd", "endpoints")(obj)
 		}, `spec.type: Invalid value: "Etcd": type is immutable; create a new LockBackend instead`),
+		Entry("a backend's key policy", backend, set("Verbatim", "spec", "keyPolicy"),
+			`spec.keyPolicy: Invalid value: "Verbatim": keyPolicy is immutable: it would move the keys of held locks; create a new LockBackend instead`),
 	)
 
 	It("allows the fields that may change", func() {
