@@ -154,10 +154,9 @@ func (r *DistributedLockReconciler) endClaim(s *lockScope, c *locksv1alpha1.Lock
 func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, ended []*locksv1alpha1.LockClaim) error {
 	hold := s.holdKey(rec.Identity)
 	h, tracked := r.Renewer.Lookup(hold)
-	for _, c := range ended {
-		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
-	}
-	r.Renewer.Untrack(hold, client.ObjectKey{Namespace: s.lock.Namespace, Name: rec.Claim})
+	// No claim shares the record any more (those deleted without their finalizer included):
+	// the hold is not renewed again, whichever claims the Renewer still counts.
+	r.Renewer.Drop(hold)
 	switch {
 	case tracked && h.Lost:
 		// Nothing of ours is left on the backend.

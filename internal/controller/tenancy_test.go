@@ -142,6 +142,37 @@ var _ = Describe("Namespaces and keys", func() {
 		}).Should(Succeed())
 	})
 
+	It("stops renewing and releases a hold whose claims were deleted without their finalizer", func() {
+		backend, server := newRedisBackend()
+		redis := server.Client()
+		ns := newNamespace()
+		// A long lease: only a release frees the key in time.
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.BackendRef.Name = backend
+			l.Spec.LeaseDurationSeconds = 300
+		})
+		shared := func(c *locksv1alpha1.LockClaim) { c.Spec.Holder = &locksv1alpha1.ClaimHolder{Identity: "batch-7"} }
+		newClaim(ns, "a", "db", "", shared)
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+		newClaim(ns, "b", "db", "", shared) // shares a's hold (same identity)
+		Eventually(phaseOf(ns, "b")).Should(Equal(held))
+		newClaim(ns, "next", "db", "")
+		Eventually(acquired(ns, "next")).Should(Equal("False/Queued"))
+
+		for _, name := range []string{"b", "a"} {
+			c := claimOf(ns, name)(Default)
+			c.Finalizers = nil
+			Expect(k8sClient.Update(ctx(), c)).To(Succeed())
+			deleteNow(c)
+		}
+		Eventually(phaseOf(ns, "next")).WithTimeout(10 * time.Second).Should(Equal(held))
+		Expect(redis.Get(ctx(), "lockwarden/"+ns+"/db").Val()).To(HaveSuffix("/" + string(claimOf(ns, "next")(Default).UID)))
+		deleteNow(claimOf(ns, "next")(Default))
+		// Nothing renews or re-creates the key afterwards.
+		Eventually(func() int64 { return redis.Exists(ctx(), "lockwarden/"+ns+"/db").Val() }).Should(BeZero())
+		Consistently(func() int64 { return redis.Exists(ctx(), "lockwarden/"+ns+"/db").Val() }).WithTimeout(2 * time.Second).Should(BeZero())
+	})
+
 	It("names a conflicting lock of another namespace only as another lock", func() {
 		server := redistest.Start(GinkgoTB(), redistest.Options{})
 		backend := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedis,

@@ -170,6 +170,14 @@ func (r *Renewer) Untrack(k HoldKey, claim types.NamespacedName) int {
 	return len(h.claims)
 }
 
+// Drop forgets the hold k whichever claims share it: its lock released it. Claims that shared it
+// but vanished without a word (deleted without their finalizer) no longer keep it renewed.
+func (r *Renewer) Drop(k HoldKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.holds, k)
+}
+
 // Forget removes claim from every hold it shares, for a claim whose lock vanished and whose hold
 // can therefore not be named. Holds left without claims are no longer renewed.
 func (r *Renewer) Forget(claim types.NamespacedName) {

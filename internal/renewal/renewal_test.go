@@ -231,6 +231,22 @@ func TestAWallClockStepDoesNotMoveRenewals(t *testing.T) {
 				t.Fatalf("Renew calls a third of the TTL after the grant, the wall clock stepped %s: %d, want 1", step, got)
 			}
 		})
+// A dropped hold is not renewed again, though a claim that shared it was never untracked (it
+// vanished without its finalizer).
+func TestDroppedHoldsAreNotRenewed(t *testing.T) {
+	h := newHarness(t)
+	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
+	k := renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"}
+	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", lease, claim(2))
+	h.r.Drop(k)
+	if _, tracked := h.r.Lookup(k); tracked {
+		t.Fatal("the hold is still tracked after Drop")
+	}
+	before := h.backend.Calls()[fake.OpRenew]
+	h.step(10 * time.Second)
+	if after := h.backend.Calls()[fake.OpRenew]; after != before {
+		t.Fatalf("Renew called %d times for a dropped hold", after-before)
 	}
 }
 
