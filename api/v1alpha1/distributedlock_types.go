@@ -104,8 +104,10 @@ type DistributedLockStatus struct {
 	Holder *LockHolder `json:"holder,omitempty"`
 
 	// fencingToken is the last token issued for this lock. Tokens strictly increase across
-	// holders, controller restarts and re-creation of the lock; the resource a lock protects
-	// should reject writes carrying a token lower than one it has seen.
+	// holders, controller restarts, re-creation of the lock and locks that take a key over from
+	// another (it then moves up by one when the lock takes the key, a floor its next token is
+	// above); the resource a lock protects should reject writes carrying a token lower than one
+	// it has seen.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
 

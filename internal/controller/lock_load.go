@@ -133,11 +133,21 @@ func ownerOf(lock *locksv1alpha1.DistributedLock) keyledger.Owner {
 	return keyledger.Owner{Namespace: lock.Namespace, Name: lock.Name, UID: lock.UID}
 }
 
-// lockAlive tells the key ledger whether the lock that owns a key still exists.
-func lockAlive(c client.Reader) keyledger.Alive {
+// lockAlive tells the key ledger whether the lock that owns a key still exists. The cache
+// answers when it has the lock; a lock it lacks is looked up on the API server, since a cache
+// behind (this process's, or a replica's just elected) must not let a live owner's key be taken.
+func lockAlive(cached, live client.Reader) keyledger.Alive {
 	return func(ctx context.Context, owner keyledger.Owner) (bool, error) {
+		key := client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}
 		lock := &locksv1alpha1.DistributedLock{}
-		switch err := c.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}, lock); {
+		err := cached.Get(ctx, key, lock)
+		if err == nil && lock.UID == owner.UID {
+			return true, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		switch err := live.Get(ctx, key, lock); {
 		case apierrors.IsNotFound(err):
 			return false, nil
 		case err != nil:

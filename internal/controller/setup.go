@@ -80,7 +80,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Recorder:                recorder,
 		Metrics:                 o.Metrics,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient())),
+		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
 	}
 	var renewerOpts []renewal.Option
 	if o.Clock != nil {
