@@ -177,8 +177,8 @@ func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, h
 		Claim:           head.Name,
 		Identity:        id,
 		BackendIdentity: lease.Identity,
-		AcquireTime: *micro(s.now),
-		ExpireTime:  micro(lease.ExpireTime),
+		AcquireTime:     *micro(s.now),
+		ExpireTime:      micro(lease.ExpireTime),
 	}
 	return nil
 }

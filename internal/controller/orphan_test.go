@@ -25,8 +25,8 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
-	lwidentity "github.com/lockwarden/lockwarden/internal/identity"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
+	lwidentity "github.com/lockwarden/lockwarden/internal/identity"
 )
 
 // A pass that takes a backend lock can be cut short before the claim's status says Held: the

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package controller_test
 
 import (
@@ -97,7 +96,7 @@ var _ = Describe("Namespaces and keys", func() {
 		Consistently(phaseOf(ns, "forged")).WithTimeout(2 * time.Second).Should(Equal(locksv1alpha1.ClaimPending))
 
 		deleteNow(claimOf(ns, "forged")(Default))
-		Consistently(func() string { return redis.Get(ctx(), "nightly-batch").Val() }).WithTimeout(2 * time.Second).
+		Consistently(func() string { return redis.Get(ctx(), "nightly-batch").Val() }).WithTimeout(2*time.Second).
 			Should(Equal("cron-on-vm-7"), "deleting the claim must not delete the outside client's key")
 	})
 

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package keyledger records which DistributedLock owns each backend key, so that two locks
 // that resolve to one key never both grant it.
 //
