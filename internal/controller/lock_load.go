@@ -103,6 +103,9 @@ func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (
 	case err != nil:
 		return nil, err
 	case owner.UID != self.UID:
+		// The owner's deletion wakes this lock (keyledger); an owner deleted with its finalizer
+		// removed by hand does not, hence the look now and then.
+		s.wait = soonest(s.wait, keyConflictRetry)
 		return keyConflict(s.lock, owner, s.backendName), nil
 	case taken:
 		s.keyTaken = true
@@ -111,6 +114,9 @@ func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (
 	}
 	return nil, nil
 }
+
+// keyConflictRetry is how often a lock whose key another lock owns looks whether it is free.
+const keyConflictRetry = 30 * time.Second
 
 // keyTakenRetry is how soon the pass after a key was taken looks again, should the watch event
 // of its own write not come first.
