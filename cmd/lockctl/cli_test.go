@@ -147,6 +147,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"acquire", lerr(lockclient.ErrForbidden, "lockclaims is forbidden: User \"u\" cannot create resource \"lockclaims\""), 4,
 			`lockctl: lockclaims is forbidden: User "u" cannot create resource "lockclaims"; give the service account the lockctl Role (config/samples/pods/lockctl-rbac.yaml) or fix --as`},
 		{"acquire", lerr(lockclient.ErrBackendNotFound, "lock cannot be used"), 4, "lockctl: lock cannot be used; ask a cluster admin"},
+		{"acquire", lerr(lockclient.ErrKeyConflict, "lock cannot be granted"), 4, "lockctl: lock cannot be granted; give the DistributedLock another spec.key"},
 		{"wait", lerr(lockclient.ErrClaimNotFound, `claim "c" not found in namespace "team-a"`), 4,
 			`lockctl: claim "c" not found in namespace "team-a"; list the claims with: kubectl get lockclaims -n team-a`},
 		{"wait", lerr(lockclient.ErrClaimEnded, "claim ended in phase Lost"), 4, "lockctl: claim ended in phase Lost; run lockctl again to queue a new claim"},

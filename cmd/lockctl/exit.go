@@ -55,7 +55,7 @@ func exitCode(err error) int {
 	case errors.Is(err, lockclient.ErrTimedOut):
 		return exitTimedOut
 	case errors.Is(err, lockclient.ErrLockNotFound), errors.Is(err, lockclient.ErrPodNotFound),
-		errors.Is(err, lockclient.ErrForbidden), errors.Is(err, lockclient.ErrBackendNotFound),
+		errors.Is(err, lockclient.ErrForbidden), errors.Is(err, lockclient.ErrBackendNotFound), errors.Is(err, lockclient.ErrKeyConflict),
 		errors.Is(err, lockclient.ErrClaimNotFound), errors.Is(err, lockclient.ErrClaimEnded):
 		return exitClaimFailed
 	}
@@ -95,6 +95,8 @@ func errorLine(cmd string, err error) string {
 		hint = "give the service account the lockctl Role (config/samples/pods/lockctl-rbac.yaml) or fix --as"
 	case errors.Is(err, lockclient.ErrBackendNotFound):
 		hint = "ask a cluster admin to create the LockBackend or admit this namespace, or fix the lock's spec.backendRef"
+	case errors.Is(err, lockclient.ErrKeyConflict):
+		hint = "give the DistributedLock another spec.key (re-create it), or delete the lock that took the key"
 	case errors.Is(err, lockclient.ErrClaimNotFound):
 		hint = fmt.Sprintf("list the claims with: kubectl get lockclaims -n %s", ns)
 	case errors.Is(err, lockclient.ErrClaimEnded):

@@ -38,6 +38,9 @@ var (
 	ErrPodNotFound = errors.New("pod not found")
 	// ErrBackendNotFound: the lock's LockBackend does not exist or does not admit the namespace.
 	ErrBackendNotFound = errors.New("lock backend not usable")
+	// ErrKeyConflict: another DistributedLock on the same backend resolves to the lock's key and
+	// took it first; the lock grants nothing while that one exists.
+	ErrKeyConflict = errors.New("lock key taken by another lock")
 	// ErrForbidden: the API server refused a request (RBAC).
 	ErrForbidden = errors.New("forbidden")
 	// ErrClaimNotFound: the LockClaim does not exist.

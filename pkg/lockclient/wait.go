@@ -172,6 +172,11 @@ func (c *Client) evaluate(ctx context.Context, claim *locksv1alpha1.LockClaim) (
 		}
 	case locksv1alpha1.ReasonBackendUnavailable:
 		err = c.backendMissing(ctx, ns, lock)
+	case locksv1alpha1.ReasonKeyConflict:
+		// A mistake in the lock's spec, not an outage: waiting would last until someone deletes
+		// the other lock.
+		err = &Error{Kind: ErrKeyConflict, Namespace: ns, Reason: ready.Reason,
+			Detail: fmt.Sprintf("lock %q in namespace %q cannot be granted: %s", lock, ns, ready.Message)}
 	}
 	var typed *Error
 	if errors.As(err, &typed) {
