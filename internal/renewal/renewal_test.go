@@ -231,6 +231,9 @@ func TestAWallClockStepDoesNotMoveRenewals(t *testing.T) {
 				t.Fatalf("Renew calls a third of the TTL after the grant, the wall clock stepped %s: %d, want 1", step, got)
 			}
 		})
+	}
+}
+
 // A dropped hold is not renewed again, though a claim that shared it was never untracked (it
 // vanished without its finalizer).
 func TestDroppedHoldsAreNotRenewed(t *testing.T) {
