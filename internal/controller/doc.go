@@ -23,7 +23,8 @@ limitations under the License.
 // granted verb that the story never used. Each line says why the verbs are needed.
 //
 // Reads of every kind below go through the manager's informer cache, which sends list and watch
-// and never get: granting get as well would add nothing the controller does.
+// and never get: granting get as well would add nothing the controller does. (Against an API
+// server that streams lists, informers need watch alone; list is for servers that do not.)
 package controller
 
 // LockBackends: read through the cache; the probe result is written to status by a merge patch.
@@ -64,6 +65,6 @@ package controller
 // (The only core/v1 events, leader election's, are granted in the leader election Role.)
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// The built-in kubernetes backend keeps lock state in coordination.k8s.io Leases, and LockBackends
-// name Secrets, both in the controller's own namespace only: those rules are in a Role there
-// (config/rbac/namespace_role.yaml), not in this ClusterRole.
+// The built-in kubernetes backend keeps its session in a coordination.k8s.io Lease, and
+// LockBackends name Secrets, both in the controller's own namespace only: those rules are in a
+// Role there (config/rbac/namespace_role.yaml), not in this ClusterRole.

@@ -98,7 +98,6 @@
   - list
   - create
   - update
-  - delete
 {{- end }}
 
 {{/* From config/rbac/lock_user_roles.yaml (lock-editor-role). */}}
