@@ -239,6 +239,9 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	reg := registry.New(builtin,
+		// Secrets are read uncached, one get per backend session, so that the controller needs
+		// only get on Secrets in its namespace (config/rbac/namespace_role.yaml), not list and
+		// watch, and holds no copy of the namespace's other Secrets.
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.secretNamespace}),
 		registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.NewFactory(redisbackend.WithClock(clk))),
 		registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.NewFactory(redlockbackend.WithClock(clk))),

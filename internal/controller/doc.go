@@ -16,26 +16,55 @@ limitations under the License.
 
 // Package controller holds one reconciler per lockwarden kind.
 //
-// The RBAC markers below are the controller's whole permission set; controller-gen turns them into
-// config/rbac/role.yaml. Each line says why it is needed.
+// The RBAC markers below are the controller's whole cluster-wide permission set; controller-gen
+// turns them into config/rbac/role.yaml and hack/chartgen copies that into the Helm chart. They
+// grant only the verbs the manager sends, which test/rbac proves both ways: it runs the manager
+// under these rules through a whole story and fails on any forbidden request, and it fails on any
+// granted verb that the story never used. Each line says why the verbs are needed.
+//
+// Reads of every kind below go through the manager's informer cache, which sends list and watch
+// and never get: granting get as well would add nothing the controller does. (Against an API
+// server that streams lists, informers need watch alone; list is for servers that do not.)
 package controller
 
-// The three lockwarden kinds: read and watch them, write their status, manage the finalizer.
-// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends;distributedlocks;lockclaims,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends/status;distributedlocks/status;lockclaims/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends/finalizers;distributedlocks/finalizers;lockclaims/finalizers,verbs=update
+// LockBackends: read through the cache; the probe result is written to status by a merge patch.
+// No create, update or delete: cluster admins own LockBackends, and the controller puts no
+// finalizer on them.
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends,verbs=list;watch
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends/status,verbs=patch
 
-// Holder liveness comes from a Pod watch; annotated pods get their scheduling gate lifted and the
-// fencing token written as an annotation.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
+// DistributedLocks: read through the cache; update adds and removes the release finalizer; the
+// lock record (holders, token, conditions) is written by a status update whose resourceVersion is
+// the compare-and-swap a grant needs. No create or delete: users own their locks.
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks,verbs=list;watch;update
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks/status,verbs=update
 
-// LockBackend namespaceSelectors are matched against namespace labels.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// LockClaims: read through the cache; create is the claim of a pod that asks for a lock by
+// annotation; update adds and removes the release finalizer; status is written by a merge patch
+// with a resourceVersion precondition. No delete: a pod's claim goes with its pod (garbage
+// collection), and other claims belong to their users.
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims/status,verbs=patch
 
-// Events on transitions (Acquired, Released, Lost, BackendRecovered).
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// No */finalizers subresource: the finalizer is written with the object itself. That subresource
+// is checked only by the OwnerReferencesPermissionEnforcement admission plugin, for owner
+// references with blockOwnerDeletion, which the controller never sets.
+
+// Pods: a cache-fed watch tells holders' liveness; patch is needed for one write only, on pods
+// that ask for a lock by annotation: once their claim holds the lock, one optimistic-locked merge
+// patch adds the fencing-token and holder annotations and removes the lockwarden scheduling gate.
+// Nothing else on pods: no update (the patch is enough), no create or delete.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
+
+// Namespaces: a LockBackend's namespaceSelector is matched against namespace labels, read through
+// the cache (the informer starts the first time a backend with a selector is used).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+
+// Events on transitions (Acquired, Released, Lost, BackendRecovered) and on annotated pods, sent
+// through the events.k8s.io API: create, and patch when an event repeats and becomes a series.
+// (The only core/v1 events, leader election's, are granted in the leader election Role.)
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// The built-in kubernetes backend keeps lock state in coordination.k8s.io Leases, in the
-// controller's own namespace only: that rule, with the Secrets one, is in a Role there
-// (config/rbac/namespace_role.yaml), not in this ClusterRole.
+// The built-in kubernetes backend keeps its session in a coordination.k8s.io Lease, and
+// LockBackends name Secrets, both in the controller's own namespace only: those rules are in a
+// Role there (config/rbac/namespace_role.yaml), not in this ClusterRole.

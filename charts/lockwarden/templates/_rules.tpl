@@ -7,7 +7,6 @@
   resources:
   - namespaces
   verbs:
-  - get
   - list
   - watch
 - apiGroups:
@@ -15,13 +14,10 @@
   resources:
   - pods
   verbs:
-  - get
   - list
   - patch
-  - update
   - watch
 - apiGroups:
-  - ""
   - events.k8s.io
   resources:
   - events
@@ -32,34 +28,39 @@
   - locks.lockwarden.io
   resources:
   - distributedlocks
-  - lockbackends
-  - lockclaims
   verbs:
-  - create
-  - delete
-  - get
   - list
-  - patch
   - update
   - watch
 - apiGroups:
   - locks.lockwarden.io
   resources:
-  - distributedlocks/finalizers
-  - lockbackends/finalizers
-  - lockclaims/finalizers
+  - distributedlocks/status
   verbs:
   - update
 - apiGroups:
   - locks.lockwarden.io
   resources:
-  - distributedlocks/status
+  - lockbackends
+  verbs:
+  - list
+  - watch
+- apiGroups:
+  - locks.lockwarden.io
+  resources:
   - lockbackends/status
   - lockclaims/status
   verbs:
-  - get
   - patch
+- apiGroups:
+  - locks.lockwarden.io
+  resources:
+  - lockclaims
+  verbs:
+  - create
+  - list
   - update
+  - watch
 {{- end }}
 
 {{/* From config/rbac/leader_election_role.yaml (leader-election-role). */}}
@@ -70,19 +71,14 @@
   - leases
   verbs:
   - get
-  - list
-  - watch
   - create
   - update
-  - patch
-  - delete
 - apiGroups:
   - ""
   resources:
   - events
   verbs:
   - create
-  - patch
 {{- end }}
 
 {{/* From config/rbac/namespace_role.yaml (namespace-role). */}}
@@ -93,8 +89,6 @@
   - secrets
   verbs:
   - get
-  - list
-  - watch
 - apiGroups:
   - coordination.k8s.io
   resources:
@@ -102,11 +96,8 @@
   verbs:
   - get
   - list
-  - watch
   - create
   - update
-  - patch
-  - delete
 {{- end }}
 
 {{/* From config/rbac/lock_user_roles.yaml (lock-editor-role). */}}

@@ -158,7 +158,9 @@ func (noSecrets) Read(_ context.Context, ref locksv1alpha1.SecretKeySelector) ([
 // NamespacedSecrets reads Secrets only in Namespace, the controller's Secret namespace, so that a
 // LockBackend can never make the controller read a Secret elsewhere.
 type NamespacedSecrets struct {
-	// Reader reads Secrets; a cache limited to Namespace or a direct API reader.
+	// Reader reads Secrets. The manager passes an uncached reader (its API reader): a Secret is
+	// read only when a backend session opens, so a cache would buy nothing, and it would need
+	// list and watch on every Secret in the namespace where the shipped Role grants get alone.
 	Reader client.Reader
 	// Namespace is the only namespace Secrets are read from.
 	Namespace string

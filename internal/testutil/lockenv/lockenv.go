@@ -76,6 +76,9 @@ type ControlPlaneOptions struct {
 	// APIServer is the kube-apiserver binary to run instead of KUBEBUILDER_ASSETS's (the clocked
 	// test build of hack/k8s-binaries.sh, for one); it inherits this process's environment.
 	APIServer string
+	// APIServerFlags are further kube-apiserver flags, name (without dashes) to value: an audit
+	// policy and log, for one.
+	APIServerFlags map[string]string
 }
 
 // StartControlPlaneWith is StartControlPlane with options.
@@ -86,6 +89,9 @@ func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ..
 	}
 	if o.APIServer != "" {
 		env.ControlPlane.GetAPIServer().Path = o.APIServer
+	}
+	for name, value := range o.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -129,6 +135,11 @@ type ManagerOptions struct {
 	// Clock is the controller's clock (reconcilers, Renewer and built-in backend); default the
 	// real clock.
 	Clock clock.Clock
+	// LeaderElectionNamespace, when set, turns on leader election with its Lease there, as
+	// --leader-elect and --leader-election-namespace do, with cmd/manager's defaults: the same
+	// Lease name and timings, and the Lease given up on Stop. (The leader guard is left out: it
+	// sends no request, and on a loaded test machine a long pause would stop the manager.)
+	LeaderElectionNamespace string
 }
 
 // Manager is a lockwarden manager running in this process.
@@ -150,6 +161,12 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	if o.Restartable {
 		opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	}
+	if o.LeaderElectionNamespace != "" {
+		opts.LeaderElection, opts.LeaderElectionNamespace = true, o.LeaderElectionNamespace
+		opts.LeaderElectionID = "lockwarden.locks.lockwarden.io"
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(15*time.Second), ptr.To(10*time.Second), ptr.To(2*time.Second)
+		opts.LeaderElectionReleaseOnCancel = true
 	}
 	mgr, err := ctrl.NewManager(mcfg, opts)
 	if err != nil {
