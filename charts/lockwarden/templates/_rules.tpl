@@ -98,6 +98,7 @@
   - list
   - create
   - update
+  - delete
 {{- end }}
 
 {{/* From config/rbac/lock_user_roles.yaml (lock-editor-role). */}}
