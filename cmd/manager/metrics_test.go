@@ -181,13 +181,15 @@ func TestMetricsEndpointNeedsAnAuthorizedToken(t *testing.T) {
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
 	t.Run("plain HTTP is refused", func(t *testing.T) {
-		g := NewWithT(t)
 		c := http.Client{Timeout: 5 * time.Second}
 		resp, err := c.Get("http://" + metricsAddr + "/metrics")
-		g.Expect(err).NotTo(HaveOccurred())
+		if err != nil {
+			// Go's TLS server answers plain HTTP with 400 and closes the connection, which the
+			// client may see as a reset before it reads the answer.
+			return
+		}
 		defer resp.Body.Close()
-		// Go's TLS server answers a request in plain HTTP with 400 and no metrics.
-		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+		NewWithT(t).Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
 	})
 }
 
