@@ -174,6 +174,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"lock backend without a type", []string{"lockBackends[0].name=redis", "lockBackends[0].spec.redis.address=r:6379"}, "missing property 'type'"},
 		{"lock backend of an unknown type", []string{"lockBackends[0].name=mem", "lockBackends[0].spec.type=Memcached"}, "at '/lockBackends/0/spec/type': value must be one of"},
 		{"memory request that is not a quantity", []string{"resources.requests.memory=lots"}, "at '/resources/requests/memory'"},
+		{"metrics.secure not a bool", []string{"metrics.secure=sometimes"}, "at '/metrics/secure': got string, want boolean"},
+		{"bad metrics certificate Secret name", []string{"metrics.tls.secretName=Not_A_Secret"}, "at '/metrics/tls/secretName'"},
+		{"ServiceMonitor authorization without credentials key", []string{"metrics.serviceMonitor.authorization.credentials.name=token"}, "missing property 'key'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", "lw", chart}
@@ -197,6 +200,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		}{
 			{[]string{"podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable must be below replicaCount"},
 			{[]string{"serviceAccount.create=false"}, "serviceAccount.name must name an existing ServiceAccount"},
+			{[]string{"metrics.secure=false", "metrics.tls.secretName=metrics-tls"}, "metrics.tls.secretName needs metrics.secure"},
 		} {
 			args := []string{"template", "lw", chart}
 			for _, s := range tc.set {
@@ -226,6 +230,9 @@ func TestDefaults(t *testing.T) {
 		"RoleBinding/lw-lockwarden-namespace",
 		"ClusterRole/lw-lockwarden-lock-editor",
 		"ClusterRole/lw-lockwarden-lock-viewer",
+		"ClusterRole/lw-lockwarden-metrics-auth",
+		"ClusterRoleBinding/lw-lockwarden-metrics-auth",
+		"ClusterRole/lw-lockwarden-metrics-reader",
 		"Deployment/lw-lockwarden",
 		"Service/lw-lockwarden-metrics",
 		"PodDisruptionBudget/lw-lockwarden",
@@ -237,7 +244,8 @@ func TestDefaults(t *testing.T) {
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	g.Expect(c.Args).To(ContainElements("--leader-elect", "--leader-election-namespace=locks",
-		"--secret-namespace=locks", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"))
+		"--secret-namespace=locks", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081"))
+	g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--metrics-cert-path")), "a self-signed certificate by default")
 	g.Expect(c.Image).To(Equal("ghcr.io/lockwarden/lockwarden:0.1.0"), "the image tag defaults to appVersion")
 
 	// A security context that passes the Pod Security "restricted" profile.
@@ -282,6 +290,67 @@ func TestDefaults(t *testing.T) {
 	t.Run("a single replica has no PodDisruptionBudget", func(t *testing.T) {
 		NewWithT(t).Expect(render(t, "--set", "replicaCount=1").ofKind("PodDisruptionBudget")).To(BeEmpty())
 	})
+	t.Run("metrics are served over HTTPS to tokens allowed to get /metrics", func(t *testing.T) {
+		g := NewWithT(t)
+		var svc corev1.Service
+		objs.get(t, "Service/lw-lockwarden-metrics", &svc)
+		g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Name", "https")))
+		var binding rbacv1.ClusterRoleBinding
+		objs.get(t, "ClusterRoleBinding/lw-lockwarden-metrics-auth", &binding)
+		g.Expect(binding.RoleRef.Name).To(Equal("lw-lockwarden-metrics-auth"))
+		g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: "lw-lockwarden", Namespace: "locks"}))
+		var reader rbacv1.ClusterRole
+		objs.get(t, "ClusterRole/lw-lockwarden-metrics-reader", &reader)
+		g.Expect(reader.Rules).To(ConsistOf(rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}))
+
+		ep := serviceMonitorEndpoint(t, render(t, "--set", "metrics.serviceMonitor.enabled=true"))
+		g.Expect(ep.Port).To(Equal("https"))
+		g.Expect(ep.Scheme).To(Equal("https"))
+		g.Expect(ep.BearerTokenFile).To(Equal("/var/run/secrets/kubernetes.io/serviceaccount/token"), "Prometheus's own token")
+		g.Expect(ep.Authorization).To(BeEmpty())
+		g.Expect(ep.TLSConfig).To(Equal(map[string]any{"insecureSkipVerify": true}), "a self-signed certificate has no CA to check")
+	})
+	t.Run("metrics.tls.secretName mounts the certificate and lets the ServiceMonitor verify it", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t, "--set", "metrics.tls.secretName=metrics-tls", "--set", "metrics.serviceMonitor.enabled=true")
+		var d appsv1.Deployment
+		objs.get(t, "Deployment/lw-lockwarden", &d)
+		pod := d.Spec.Template.Spec
+		g.Expect(pod.Volumes).To(ConsistOf(And(HaveField("Name", "metrics-tls"), HaveField("Secret.SecretName", "metrics-tls"))))
+		g.Expect(pod.Containers[0].VolumeMounts).To(ConsistOf(And(HaveField("Name", "metrics-tls"),
+			HaveField("MountPath", "/etc/lockwarden/metrics-tls"), HaveField("ReadOnly", true))))
+		g.Expect(pod.Containers[0].Args).To(ContainElement("--metrics-cert-path=/etc/lockwarden/metrics-tls"))
+		ep := serviceMonitorEndpoint(t, objs)
+		g.Expect(ep.TLSConfig).To(Equal(map[string]any{
+			"ca":         map[string]any{"secret": map[string]any{"name": "metrics-tls", "key": "ca.crt"}},
+			"serverName": "lw-lockwarden-metrics.locks.svc",
+		}))
+
+		ep = serviceMonitorEndpoint(t, render(t, "--set", "metrics.serviceMonitor.enabled=true",
+			"--set", "metrics.serviceMonitor.tlsConfig.serverName=metrics.example.com",
+			"--set", "metrics.serviceMonitor.authorization.credentials.name=prometheus-token",
+			"--set", "metrics.serviceMonitor.authorization.credentials.key=token"))
+		g.Expect(ep.TLSConfig).To(Equal(map[string]any{"serverName": "metrics.example.com"}), "a tlsConfig of one's own replaces the chart's")
+		g.Expect(ep.Authorization).To(Equal(map[string]any{"credentials": map[string]any{"name": "prometheus-token", "key": "token"}}))
+		g.Expect(ep.BearerTokenFile).To(BeEmpty())
+	})
+	t.Run("metrics.secure=false serves plain HTTP and grants no token checks", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t, "--set", "metrics.secure=false", "--set", "metrics.serviceMonitor.enabled=true")
+		g.Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("metrics-auth")))
+		g.Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("metrics-reader")))
+		var d appsv1.Deployment
+		objs.get(t, "Deployment/lw-lockwarden", &d)
+		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--metrics-secure=false"))
+		var svc corev1.Service
+		objs.get(t, "Service/lw-lockwarden-metrics", &svc)
+		g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Name", "http")))
+		ep := serviceMonitorEndpoint(t, objs)
+		g.Expect(ep.Port).To(Equal("http"))
+		g.Expect(ep.Scheme).To(Equal("http"))
+		g.Expect(ep.BearerTokenFile).To(BeEmpty())
+		g.Expect(ep.TLSConfig).To(BeEmpty())
+	})
 	t.Run("every option renders", func(t *testing.T) {
 		g := NewWithT(t)
 		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"))
@@ -292,6 +361,37 @@ func TestDefaults(t *testing.T) {
 		g.Expect(d.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels).
 			To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"), "a constraint without a selector gets the pods' labels")
 	})
+}
+
+// endpoint is the part of a ServiceMonitor's endpoint the tests look at (the chart does not depend
+// on prometheus-operator's Go types).
+type endpoint struct {
+	Port            string         `json:"port"`
+	Scheme          string         `json:"scheme"`
+	BearerTokenFile string         `json:"bearerTokenFile"`
+	Authorization   map[string]any `json:"authorization"`
+	TLSConfig       map[string]any `json:"tlsConfig"`
+}
+
+// serviceMonitorEndpoint returns the only endpoint of the chart's ServiceMonitor.
+func serviceMonitorEndpoint(t *testing.T, objs objects) endpoint {
+	t.Helper()
+	doc, ok := objs["ServiceMonitor/lw-lockwarden"]
+	if !ok {
+		t.Fatalf("no ServiceMonitor among %v", objs.keys())
+	}
+	var sm struct {
+		Spec struct {
+			Endpoints []endpoint `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(doc, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("want one endpoint, got %d:\n%s", len(sm.Spec.Endpoints), doc)
+	}
+	return sm.Spec.Endpoints[0]
 }
 
 // TestEquivalentToKustomize compares the chart's defaults with config/default (make deploy): the

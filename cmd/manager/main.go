@@ -19,7 +19,6 @@ limitations under the License.
 package main
 
 import (
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -38,8 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
@@ -58,6 +55,9 @@ import (
 type options struct {
 	metricsAddr      string
 	metricsSecure    bool
+	metricsCertPath  string
+	metricsCertName  string
+	metricsCertKey   string
 	enableHTTP2      bool
 	probeAddr        string
 	leaderElect      bool
@@ -91,13 +91,23 @@ func main() {
 	}
 }
 
+// parseFlags reads the command line and rejects combinations the manager cannot run with.
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("manager", flag.ExitOnError)
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080",
-		"Address the metrics endpoint binds to, e.g. :8080; 0 disables it.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", false,
-		"Serve metrics over HTTPS, authenticated and authorized through the API server.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
+		"Address the metrics endpoint (/metrics) binds to, e.g. :8443; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS to clients that send a bearer token the API server accepts (TokenReview) "+
+			"and that may get the non-resource URL /metrics (SubjectAccessReview; the metrics-reader ClusterRole grants it). "+
+			"--metrics-secure=false serves plain HTTP to anyone who reaches the address: for local runs on a loopback address only.")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", "",
+		"Directory with the metrics endpoint's TLS certificate and key (see --metrics-cert-name and --metrics-cert-key), "+
+			"reloaded when they change; empty: a self-signed certificate generated at start.")
+	fs.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt",
+		"File name of the metrics endpoint's certificate in --metrics-cert-path.")
+	fs.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key",
+		"File name of the metrics endpoint's private key in --metrics-cert-path.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 on the metrics server (off by default: CVE-2023-44487 and CVE-2023-39325).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
@@ -137,6 +147,10 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("--leader-election-renew-deadline (%s) must be longer than 1.2 × --leader-election-retry-period (%s)", o.renewDeadline, o.retryPeriod)
 	case o.leaseDuration <= o.renewDeadline:
 		return o, fmt.Errorf("--leader-election-lease-duration (%s) must be longer than --leader-election-renew-deadline (%s)", o.leaseDuration, o.renewDeadline)
+	case o.metricsCertPath != "" && !o.metricsSecure:
+		// A certificate for a server that speaks plain HTTP is a mistake worth stopping for: the
+		// operator expects the endpoint to be protected.
+		return o, fmt.Errorf("--metrics-cert-path needs --metrics-secure: plain HTTP uses no certificate")
 	}
 	return o, nil
 }
@@ -153,32 +167,47 @@ func defaultNamespace() string {
 	return "lockwarden-system"
 }
 
-func run(o options) error {
-	setupLog := ctrl.Log.WithName("setup")
-
+// newScheme has the Kubernetes types and lockwarden's.
+func newScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(locksv1alpha1.AddToScheme(scheme))
+	return scheme
+}
 
+// run starts the manager with its controllers and blocks until a signal stops it.
+func run(o options) error {
+	setupLog := ctrl.Log.WithName("setup")
+
+	scheme := newScheme()
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("no Kubernetes config (set --kubeconfig or KUBECONFIG, or run in a pod): %w", err)
 	}
 	cfg.QPS, cfg.Burst = clientQPS(o.qps), o.burst
 
-	var tlsOpts []func(*tls.Config)
-	if !o.enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	mgr, err := newManager(cfg, scheme, o)
+	if err != nil {
+		return err
 	}
-	metricsOpts := metricsserver.Options{
-		BindAddress:   o.metricsAddr,
-		SecureServing: o.metricsSecure,
-		TLSOpts:       tlsOpts,
-	}
-	if o.metricsSecure {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	if err := setupControllers(mgr, cfg, scheme, o); err != nil {
+		return err
 	}
 
+	if !o.metricsSecure && o.metricsAddr != "0" {
+		setupLog.Info("Serving metrics over plain HTTP to anyone who reaches the address (--metrics-secure=false)", "address", o.metricsAddr)
+	}
+	setupLog.Info("Starting manager", "secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// newManager creates the controller-runtime manager with the metrics server, the health and
+// ready probes and leader election as the flags say, and no controllers yet.
+func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manager, error) {
+	metricsOpts, certWatcher, err := metricsServerOptions(o)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
@@ -194,22 +223,22 @@ func run(o options) error {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-
-	if err := setupControllers(mgr, cfg, scheme, o); err != nil {
-		return err
+	if certWatcher != nil {
+		// The watcher reloads the certificate when its files change (a renewed Secret), on every
+		// replica: the metrics server does not wait for leader election.
+		if err := mgr.Add(certWatcher); err != nil {
+			return nil, fmt.Errorf("adding the metrics certificate watcher: %w", err)
+		}
 	}
-
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding health check: %w", err)
+		return nil, fmt.Errorf("adding health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding ready check: %w", err)
+		return nil, fmt.Errorf("adding ready check: %w", err)
 	}
-
-	setupLog.Info("Starting manager", "secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr, nil
 }
 
 // setupControllers builds the backend registry, the renewer and the three reconcilers, and adds

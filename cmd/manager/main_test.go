@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/onsi/gomega"
 )
 
 func TestLeaderElectionTimings(t *testing.T) {
@@ -103,4 +105,34 @@ func TestNoClientSideThrottlingByDefault(t *testing.T) {
 			t.Errorf("clientQPS(%v) = %v, want %v", c.flag, got, c.want)
 		}
 	}
+}
+
+func TestMetricsFlags(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.metricsAddr).To(Equal(":8443"))
+	g.Expect(o.metricsSecure).To(BeTrue(), "HTTPS with authentication and authorization by default")
+	opts, watcher, err := metricsServerOptions(o)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opts.SecureServing).To(BeTrue())
+	g.Expect(opts.FilterProvider).NotTo(BeNil(), "the authentication and authorization filter")
+	g.Expect(watcher).To(BeNil(), "no --metrics-cert-path: controller-runtime's self-signed certificate")
+
+	// Local runs scrape plain HTTP on loopback.
+	o, err = parseFlags([]string{"--metrics-secure=false", "--metrics-bind-address=127.0.0.1:8080"})
+	g.Expect(err).NotTo(HaveOccurred())
+	opts, watcher, err = metricsServerOptions(o)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(opts.SecureServing).To(BeFalse())
+	g.Expect(opts.FilterProvider).To(BeNil())
+	g.Expect(watcher).To(BeNil())
+
+	_, err = parseFlags([]string{"--metrics-secure=false", "--metrics-cert-path=/certs"})
+	g.Expect(err).To(MatchError(ContainSubstring("--metrics-cert-path needs --metrics-secure")))
+
+	o, err = parseFlags([]string{"--metrics-cert-path=" + t.TempDir()})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _, err = metricsServerOptions(o)
+	g.Expect(err).To(MatchError(ContainSubstring("loading the metrics certificate")), "a missing certificate stops the start")
 }

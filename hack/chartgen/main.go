@@ -56,6 +56,8 @@ var ruleSources = []struct{ template, file, object string }{
 	{"lockwarden.rules.namespace", "namespace_role.yaml", "namespace-role"},
 	{"lockwarden.rules.lockEditor", "lock_user_roles.yaml", "lock-editor-role"},
 	{"lockwarden.rules.lockViewer", "lock_user_roles.yaml", "lock-viewer-role"},
+	{"lockwarden.rules.metricsAuth", "metrics_auth_role.yaml", "metrics-auth-role"},
+	{"lockwarden.rules.metricsReader", "metrics_reader_role.yaml", "metrics-reader"},
 }
 
 func main() {

@@ -105,6 +105,9 @@ var _ = Describe("The Helm chart, installed for real", Ordered, func() {
 			"role.rbac.authorization.k8s.io/lockwarden-leader-election",
 			"role.rbac.authorization.k8s.io/lockwarden-namespace",
 			"clusterrole.rbac.authorization.k8s.io/lockwarden-lock-editor",
+			"clusterrole.rbac.authorization.k8s.io/lockwarden-metrics-auth",
+			"clusterrolebinding.rbac.authorization.k8s.io/lockwarden-metrics-auth",
+			"clusterrole.rbac.authorization.k8s.io/lockwarden-metrics-reader",
 			"deployment.apps/lockwarden",
 			"service/lockwarden-metrics",
 			"poddisruptionbudget.policy/lockwarden",
@@ -177,12 +180,31 @@ spec:
 				HaveField("Type", "Ready"), HaveField("Status", metav1.ConditionFalse), HaveField("ObservedGeneration", lb.Generation))))
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 
-		By("scraping the metrics endpoint")
-		Eventually(httpGet).WithArguments("http://" + manager.metricsAddr + "/metrics").Should(And(
+		By("scraping the metrics endpoint over HTTPS with the token of a ServiceAccount bound to the chart's metrics-reader")
+		const scraper = "e2e-metrics-scraper"
+		kubectl("create", "serviceaccount", "-n", chartNamespace, scraper)
+		kubectl("create", "clusterrolebinding", scraper, "--clusterrole=lockwarden-metrics-reader",
+			"--serviceaccount="+chartNamespace+":"+scraper)
+		DeferCleanup(func() { _, _ = tryKubectl("delete", "clusterrolebinding", scraper, "--ignore-not-found") })
+		token := strings.TrimSpace(kubectl("create", "token", "-n", chartNamespace, scraper))
+		metricsURL := "https://" + manager.metricsAddr + "/metrics"
+		Eventually(httpGetWithToken).WithArguments(metricsURL, token).Should(And(
 			ContainSubstring(`leader_election_master_status{name="lockwarden.locks.lockwarden.io"} 1`),
 			ContainSubstring("lockwarden_acquisitions_total"),
 			MatchRegexp(`lockwarden_claims\{phase="Held"\} [1-9]`),
 		))
+
+		By("refusing a scrape without a token, and one whose ServiceAccount is not bound to metrics-reader")
+		_, err := httpGetWithToken(metricsURL, "")
+		Expect(err).To(MatchError(ContainSubstring("401 Unauthorized")))
+		// The TLS server answers plain HTTP with 400 and closes the connection, which the client
+		// may see as a reset before it reads the answer: either way, no metrics.
+		_, err = httpGetWithToken("http://"+manager.metricsAddr+"/metrics", token)
+		Expect(err).To(HaveOccurred(), "plain HTTP gets no metrics")
+		kubectl("create", "serviceaccount", "-n", chartNamespace, "e2e-not-a-scraper")
+		other := strings.TrimSpace(kubectl("create", "token", "-n", chartNamespace, "e2e-not-a-scraper"))
+		_, err = httpGetWithToken(metricsURL, other)
+		Expect(err).To(MatchError(ContainSubstring("403 Forbidden")))
 	})
 
 	It("hands a Deployment's lock from pod to pod on contention, pod deletion and rollout", func() {

@@ -86,7 +86,8 @@ func impersonatingKubeconfig(namespace, serviceAccount string) string {
 
 // managerProcess is a manager binary running against the cluster under test.
 type managerProcess struct {
-	cmd         *exec.Cmd
+	cmd *exec.Cmd
+	// metricsAddr serves metrics as the chart's pods do: HTTPS, for tokens allowed to get /metrics.
 	metricsAddr string
 	probeAddr   string
 	// output holds what the manager logged, to look for authorization failures.
@@ -94,7 +95,8 @@ type managerProcess struct {
 }
 
 // startManagerAs runs the manager binary as a separate process with the given kubeconfig, with
-// the flags the chart passes (leader election and Secrets in the release namespace), until stop.
+// the flags the chart passes (leader election and Secrets in the release namespace, metrics over
+// HTTPS with a self-signed certificate), until stop.
 // Only one manager may run against the cluster at a time, or two leaders would grant the same
 // locks: every spec or container that starts one stops it when it ends, and Ginkgo runs specs one
 // after the other.

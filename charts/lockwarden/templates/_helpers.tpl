@@ -75,3 +75,13 @@ app.kubernetes.io/component: controller
 {{- define "lockwarden.leaderElectionNamespace" -}}
 {{- default .Release.Namespace .Values.leaderElection.namespace }}
 {{- end }}
+
+{{/* The metrics endpoint's scheme, which also names the Service port: https unless metrics.secure is off. */}}
+{{- define "lockwarden.metricsScheme" -}}
+{{- if .Values.metrics.secure }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* Where the pods mount metrics.tls.secretName (--metrics-cert-path). */}}
+{{- define "lockwarden.metricsCertPath" -}}
+/etc/lockwarden/metrics-tls
+{{- end }}

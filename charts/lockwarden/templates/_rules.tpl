@@ -140,3 +140,27 @@
   - list
   - watch
 {{- end }}
+
+{{/* From config/rbac/metrics_auth_role.yaml (metrics-auth-role). */}}
+{{- define "lockwarden.rules.metricsAuth" -}}
+- apiGroups:
+  - authentication.k8s.io
+  resources:
+  - tokenreviews
+  verbs:
+  - create
+- apiGroups:
+  - authorization.k8s.io
+  resources:
+  - subjectaccessreviews
+  verbs:
+  - create
+{{- end }}
+
+{{/* From config/rbac/metrics_reader_role.yaml (metrics-reader). */}}
+{{- define "lockwarden.rules.metricsReader" -}}
+- nonResourceURLs:
+  - /metrics
+  verbs:
+  - get
+{{- end }}
