@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -28,10 +27,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -116,7 +115,7 @@ func TestMetricsEndpointNeedsAnAuthorizedToken(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.metricsSecure).To(BeTrue(), "metrics are secure by default")
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ctrl.SetLogger(zap.New(zap.WriteTo(&logs), zap.UseDevMode(true)))
 	managerCfg := rest.CopyConfig(adminCfg)
 	managerCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + managerNS + ":" + managerSA}
@@ -264,22 +263,4 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer that the manager's goroutines may write while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

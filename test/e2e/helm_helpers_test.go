@@ -27,9 +27,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/tools/clientcmd"
@@ -91,7 +91,7 @@ type managerProcess struct {
 	metricsAddr string
 	probeAddr   string
 	// output holds what the manager logged, to look for authorization failures.
-	output *syncBuffer
+	output *syncbuf.Buffer
 }
 
 // startManagerAs runs the manager binary as a separate process with the given kubeconfig, with
@@ -102,7 +102,7 @@ type managerProcess struct {
 // after the other.
 func startManagerAs(kubeconfigPath, namespace string) *managerProcess {
 	GinkgoHelper()
-	m := &managerProcess{metricsAddr: freeAddr(), probeAddr: freeAddr(), output: &syncBuffer{}}
+	m := &managerProcess{metricsAddr: freeAddr(), probeAddr: freeAddr(), output: &syncbuf.Buffer{}}
 	m.cmd = exec.Command(filepath.Join(binDir, "manager"), "--kubeconfig", kubeconfigPath,
 		"--metrics-bind-address", m.metricsAddr, "--health-probe-bind-address", m.probeAddr,
 		"--leader-elect", "--leader-election-namespace", namespace, "--secret-namespace", namespace)
@@ -118,22 +118,4 @@ func startManagerAs(kubeconfigPath, namespace string) *managerProcess {
 func (m *managerProcess) stop() {
 	_ = m.cmd.Process.Kill()
 	_ = m.cmd.Wait()
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -17,7 +17,6 @@ limitations under the License.
 package rbac
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,7 +24,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +46,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
+	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -73,7 +72,7 @@ type story struct {
 // runStory installs the RBAC, runs the manager as the ServiceAccount through every kind's life,
 // and stops it. It returns why the story stopped early, if it did.
 func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Object, grants []grant) (err error) {
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(storyFailure)
@@ -425,22 +424,4 @@ func randomString() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// lockedBuffer collects the manager's log from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
