@@ -18,7 +18,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,51 +49,50 @@ type UnusableError struct {
 
 func (e *UnusableError) Error() string { return e.Message }
 
-// ForLock returns the session for lock's backend and the backend's name. An *UnusableError means
-// the lock cannot be granted now (fail closed); other errors are transient API errors.
-func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (backends.Backend, string, error) {
-	name := lock.BackendName()
-	lb, err := r.lockBackend(ctx, name)
+// LockBackendUse is what a lock's pass needs of its backend: the session (nil when the backend
+// cannot be used now), the backend's name, and where the lock's key lives on it.
+type LockBackendUse struct {
+	Session   backends.Backend
+	Name      string
+	KeyPolicy locksv1alpha1.KeyPolicy
+}
+
+// ForLock returns lock's backend: its session, name and key policy, read from one look at the
+// LockBackend. An *UnusableError means the lock cannot be granted now (fail closed); Name and
+// KeyPolicy are set then too, so that the pass can still name the lock's key. Other errors are
+// transient API errors.
+func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (LockBackendUse, error) {
+	use := LockBackendUse{Name: lock.BackendName(), KeyPolicy: locksv1alpha1.KeyPolicyNamespaced}
+	lb, err := r.lockBackend(ctx, use.Name)
 	if err != nil {
-		return nil, name, err
+		// No such backend (an *UnusableError): nothing is granted on it, and Namespaced is the
+		// key its locks had.
+		return use, err
 	}
+	use.KeyPolicy = keyPolicyOf(lb)
 	if lb != nil && lb.Spec.NamespaceSelector != nil {
 		if err := r.admits(ctx, lb, lock.Namespace); err != nil {
-			return nil, name, err
+			return use, err
 		}
 	}
 	if lb != nil {
 		ready := meta.FindStatusCondition(lb.Status.Conditions, locksv1alpha1.ConditionReady)
 		switch {
 		case ready == nil || ready.ObservedGeneration != lb.Generation:
-			return nil, name, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
-				Message: fmt.Sprintf("LockBackend %s has not been probed yet", name)}
+			return use, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
+				Message: fmt.Sprintf("LockBackend %s has not been probed yet", use.Name)}
 		case ready.Status != metav1.ConditionTrue:
-			return nil, name, &UnusableError{Reason: ready.Reason,
-				Message: fmt.Sprintf("LockBackend %s is not ready: %s", name, ready.Message)}
+			return use, &UnusableError{Reason: ready.Reason,
+				Message: fmt.Sprintf("LockBackend %s is not ready: %s", use.Name, ready.Message)}
 		}
 	}
 	b, err := r.Registry.For(ctx, lb)
 	if err != nil {
-		return nil, name, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
-			Message: fmt.Sprintf("LockBackend %s: %v", name, err)}
+		return use, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
+			Message: fmt.Sprintf("LockBackend %s: %v", use.Name, err)}
 	}
-	return b, name, nil
-}
-
-// KeyPolicy returns the key policy of the backend called name: Namespaced for the built-in
-// backend and for any backend of type Kubernetes, whatever its spec says.
-func (r *BackendResolver) KeyPolicy(ctx context.Context, name string) (locksv1alpha1.KeyPolicy, error) {
-	lb, err := r.lockBackend(ctx, name)
-	var unusable *UnusableError
-	switch {
-	case errors.As(err, &unusable):
-		// No such backend: nothing is granted on it, and Namespaced is the key its locks had.
-		return locksv1alpha1.KeyPolicyNamespaced, nil
-	case err != nil:
-		return "", err
-	}
-	return keyPolicyOf(lb), nil
+	use.Session = b
+	return use, nil
 }
 
 // keyPolicyOf is the key policy of lb (nil: the built-in backend).

@@ -69,20 +69,16 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 	}
 	s.lock, s.readLock = lock, lock.DeepCopy()
 	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
-	b, backendName, err := r.Backends.ForLock(ctx, lock)
-	s.backendName = backendName
+	use, err := r.Backends.ForLock(ctx, lock)
 	switch {
 	case errors.As(err, &s.unusable):
 	case err != nil:
 		return nil, err
 	default:
-		s.backend = b
+		s.backend = use.Session
 	}
-	policy, err := r.Backends.KeyPolicy(ctx, backendName)
-	if err != nil {
-		return nil, err
-	}
-	s.key = lock.BackendKey(policy)
+	s.backendName = use.Name
+	s.key = lock.BackendKey(use.KeyPolicy)
 	if lock.DeletionTimestamp.IsZero() {
 		if s.conflict, err = r.takeKey(ctx, s); err != nil {
 			return nil, err
