@@ -73,6 +73,9 @@ const (
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonBackendRecovered: the backend answers again after a failure (event reason).
 	ReasonBackendRecovered = "BackendRecovered"
+	// ReasonSecretRotated: a Secret the backend reads changed, and a new session opened with it
+	// takes over the held locks (event reason).
+	ReasonSecretRotated = "SecretRotated"
 	// ReasonBackendNotFound: the DistributedLock names a LockBackend that does not exist.
 	ReasonBackendNotFound = "BackendNotFound"
 	// ReasonNamespaceNotAllowed: the backend's namespaceSelector does not admit the lock's

@@ -105,12 +105,20 @@ func keyPolicyOf(lb *locksv1alpha1.LockBackend) locksv1alpha1.KeyPolicy {
 
 // ByName returns the session for a backend name without the namespace and readiness checks: the
 // renewer keeps renewing what was granted, and lets the backend itself say whether it answers.
+// When the LockBackend's spec was edited into one that cannot be opened, it returns the session
+// still open for the spec before, whose holds can go on being renewed.
 func (r *BackendResolver) ByName(ctx context.Context, name string) (backends.Backend, error) {
 	lb, err := r.lockBackend(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return r.Registry.For(ctx, lb)
+	b, err := r.Registry.For(ctx, lb)
+	if err != nil {
+		if serving := r.Registry.Serving(name); serving != nil {
+			return serving, nil
+		}
+	}
+	return b, err
 }
 
 // lockBackend returns the LockBackend called name, or nil for the built-in backend when no object

@@ -210,7 +210,7 @@ func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope
 		h = renewal.Hold{Lease: *resumed, RenewTime: s.now}
 	}
 	for _, c := range keep {
-		r.Renewer.Track(s.backendName, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
+		r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
 		if !isHeld(c) {
 			markHeld(c, rec.Identity, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
 		}

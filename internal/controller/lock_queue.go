@@ -123,7 +123,7 @@ func (r *DistributedLockReconciler) joinHold(s *lockScope, c *locksv1alpha1.Lock
 	if !ok || h.Lost {
 		return false
 	}
-	r.Renewer.Track(s.backendName, h.Lease, client.ObjectKeyFromObject(c))
+	r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c))
 	markHeld(c, rec.Identity, h.Lease, rec.FencingToken, s.now)
 	s.holders = append(s.holders, c)
 	return true

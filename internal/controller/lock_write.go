@@ -68,7 +68,7 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 	}
 	r.written.note(lock)
 	if head := s.granted; head != nil {
-		r.Renewer.Track(s.backendName, *s.acquired, client.ObjectKeyFromObject(head))
+		r.Renewer.Track(s.backendName, s.backend, *s.acquired, client.ObjectKeyFromObject(head))
 		markHeld(head, lock.Status.Holder.Identity, *s.acquired, token, s.now)
 		s.holders = append(s.holders, head)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(head.CreationTimestamp.Time).Seconds())

@@ -62,6 +62,13 @@ func (r *LockBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	probeCtx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
 	defer cancel()
+	if r.Registry.Refresh(probeCtx, lb) {
+		// A rotated password or certificate: the session opened below uses it, and the holds of
+		// the old session move to it (package registry).
+		ctrl.LoggerFrom(ctx).Info("A Secret of the backend changed; opening a new session", "backend", lb.Name)
+		r.Recorder.Eventf(lb, nil, corev1.EventTypeNormal, locksv1alpha1.ReasonSecretRotated, "Probe",
+			"A Secret this backend reads changed; a new session uses it, and held locks move to it")
+	}
 	b, err := r.Registry.For(probeCtx, lb)
 	if err == nil {
 		err = b.Ping(probeCtx)

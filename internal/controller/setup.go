@@ -87,7 +87,10 @@ func Setup(mgr manager.Manager, o Options) error {
 		locks.Clock = o.Clock
 		renewerOpts = append(renewerOpts, renewal.WithClock(o.Clock))
 	}
+	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.
+	renewerOpts = append(renewerOpts, renewal.WithAfterRenewals(o.Registry.CloseRetired))
 	locks.Renewer = renewal.New(resolver.ByName, locks.NotifyLost, renewerOpts...)
+	o.Registry.OnRetire(locks.Renewer.Wake)
 	if err := mgr.Add(locks.Renewer); err != nil {
 		return fmt.Errorf("adding the renewer: %w", err)
 	}

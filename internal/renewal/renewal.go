@@ -23,6 +23,7 @@ package renewal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -62,6 +63,9 @@ type Hold struct {
 type hold struct {
 	Hold
 	claims map[types.NamespacedName]struct{}
+	// session is the backend session the hold lives on. When the resolver hands out another one
+	// for the backend (its LockBackend was edited), the next renewal moves the hold there.
+	session backends.Backend
 	// renewedAt, expiresAt and attemptedAt are RenewTime, Lease.ExpireTime and the last renewal
 	// attempt on the Renewer's stopwatch (Renewer.elapsed), which a step of the wall clock does
 	// not move: renewals are scheduled by them, so that a clock stepped back does not postpone a
@@ -102,6 +106,9 @@ type Renewer struct {
 	mu    sync.Mutex
 	holds map[HoldKey]*hold
 	wake  chan struct{}
+	// afterRenewals is called after each round of renewals with a test for the sessions holds
+	// live on, so that sessions nothing lives on any more can be closed.
+	afterRenewals func(ctx context.Context, inUse func(backends.Backend) bool)
 }
 
 // Option configures a Renewer.
@@ -109,6 +116,13 @@ type Option func(*Renewer)
 
 // WithClock sets the clock (default: the real one).
 func WithClock(c clock.Clock) Option { return func(r *Renewer) { r.clock = c } }
+
+// WithAfterRenewals sets a function called after each round of renewals with a test that tells
+// whether a hold still lives on a session (registry.Registry.CloseRetired, which closes the
+// sessions of edited LockBackends once their holds have moved).
+func WithAfterRenewals(f func(ctx context.Context, inUse func(backends.Backend) bool)) Option {
+	return func(r *Renewer) { r.afterRenewals = f }
+}
 
 // WithCallTimeout bounds each Renew call (default 5 s, and never more than a third of the TTL).
 func WithCallTimeout(d time.Duration) Option { return func(r *Renewer) { r.timeout = d } }
@@ -130,12 +144,13 @@ func New(resolve Resolver, notify func(types.NamespacedName), opts ...Option) *R
 	return r
 }
 
-// Track records that claim holds lease on backend. Tracking a hold that is already tracked adds
-// the claim, and takes lease only if it expires later than the one on record (a fresh
-// acquisition or a resumed hold); a lost hold is revived only by such a lease. Re-tracking the same lease changes nothing else: each claim
-// pass re-tracks its hold, and resetting the renewal schedule or a failed renewal's error there
-// would postpone renewals indefinitely and hide a hold that expires unrenewed.
-func (r *Renewer) Track(backend string, lease backends.Lease, claim types.NamespacedName) {
+// Track records that claim holds lease, which session of backend granted or confirmed. Tracking
+// a hold that is already tracked adds the claim, and takes lease (and session) only if it expires
+// later than the one on record (a fresh acquisition or a resumed hold); a lost hold is revived
+// only by such a lease. Re-tracking the same lease changes nothing else: each claim pass
+// re-tracks its hold, and resetting the renewal schedule or a failed renewal's error there would
+// postpone renewals indefinitely and hide a hold that expires unrenewed.
+func (r *Renewer) Track(backend string, session backends.Backend, lease backends.Lease, claim types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := HoldKey{Backend: backend, Key: lease.Key, Identity: lease.Identity}
@@ -145,10 +160,12 @@ func (r *Renewer) Track(backend string, lease backends.Lease, claim types.Namesp
 		h = &hold{claims: map[types.NamespacedName]struct{}{}}
 		r.holds[k] = h
 		h.confirmed(lease, r.clock.Now(), r.elapsed())
+		h.session = session
 	case h.Lost:
 		// The lease that was lost: it stays lost.
 	case lease.ExpireTime.After(h.Lease.ExpireTime):
 		h.confirmed(lease, r.clock.Now(), r.elapsed())
+		h.session = session
 	}
 	h.claims[claim] = struct{}{}
 	r.poke()
@@ -206,12 +223,19 @@ func (r *Renewer) Lookup(k HoldKey) (Hold, bool) {
 // NeedLeaderElection makes the Renewer run only on the leader, like the reconcilers.
 func (r *Renewer) NeedLeaderElection() bool { return true }
 
+// Wake makes the Renewer look at its holds now: a session was retired, and what no hold lives on
+// can be closed at once. It never blocks.
+func (r *Renewer) Wake() { r.poke() }
+
 // Start renews holds until ctx ends.
 func (r *Renewer) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("renewer")
 	ctx = ctrl.LoggerInto(ctx, log)
 	for {
 		wait := r.renewDue(ctx)
+		if r.afterRenewals != nil {
+			r.afterRenewals(ctx, r.inUse)
+		}
 		timer := r.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -224,12 +248,32 @@ func (r *Renewer) Start(ctx context.Context) error {
 	}
 }
 
-// batch is the holds of one backend with one TTL: they are renewed in one call.
+// inUse tells whether a hold lives on session.
+func (r *Renewer) inUse(session backends.Backend) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.holds {
+		if h.session == session && !h.Lost {
+			return true
+		}
+	}
+	return false
+}
+
+// batch is the holds of one backend with one TTL on one session: they are renewed in one call.
 type batch struct {
 	backend string
 	ttl     time.Duration
+	session backends.Backend
 	keys    []HoldKey
 	leases  []backends.Lease
+}
+
+// batchID names a batch.
+type batchID struct {
+	backend string
+	ttl     time.Duration
+	session backends.Backend
 }
 
 // renewDue renews every batch with at least one hold due, and returns how long to sleep until the
@@ -237,18 +281,18 @@ type batch struct {
 func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 	now := r.elapsed()
 	r.mu.Lock()
-	batches := map[[2]any]*batch{}
-	due := map[[2]any]bool{}
+	batches := map[batchID]*batch{}
+	due := map[batchID]bool{}
 	next := time.Hour
 	for k, h := range r.holds {
 		if h.Lost {
 			continue
 		}
 		ttl := h.Lease.TTL
-		id := [2]any{k.Backend, ttl}
+		id := batchID{k.Backend, ttl, h.session}
 		b, ok := batches[id]
 		if !ok {
-			b = &batch{backend: k.Backend, ttl: ttl}
+			b = &batch{backend: k.Backend, ttl: ttl, session: h.session}
 			batches[id] = b
 		}
 		b.keys = append(b.keys, k)
@@ -305,18 +349,30 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	defer cancel()
 
 	var (
-		renewed, lost []backends.Lease
-		err           error
+		renewed []on
+		lost    []backends.Lease
 	)
-	backend, err := r.resolve(callCtx, b.backend)
-	if err == nil {
-		renewed, lost, err = renewWithin(callCtx, backend, b.leases, b.ttl)
+	session, err := r.resolve(callCtx, b.backend)
+	switch {
+	case err != nil:
+	case b.session != nil && b.session != session:
+		// The LockBackend was edited since these holds were taken: the new session takes them over
+		// before the old one closes.
+		renewed, lost, err = moveWithin(callCtx, session, b.session, b.leases, b.ttl)
+		log.Info("Moved holds to the backend's new session", "backend", b.backend, "locks", len(b.leases),
+			"moved", countOn(renewed, session), "lost", len(lost), "error", err)
+	default:
+		var done []backends.Lease
+		done, lost, err = renewWithin(callCtx, session, b.leases, b.ttl)
+		for _, l := range done {
+			renewed = append(renewed, on{l, session})
+		}
 	}
 	now, at := r.clock.Now(), r.elapsed()
 	if mutant.Active(mutant.RenewLost) {
 		for _, l := range lost {
 			l.ExpireTime = now.Add(b.ttl)
-			renewed = append(renewed, l)
+			renewed = append(renewed, on{l, b.session})
 		}
 		lost = nil
 	}
@@ -343,8 +399,11 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 		}
 	}
 	for _, l := range renewed {
-		if h, ok := byKey(l); ok {
-			h.confirmed(l, now, at)
+		if h, ok := byKey(l.Lease); ok {
+			h.confirmed(l.Lease, now, at)
+			if l.session != nil {
+				h.session = l.session
+			}
 		}
 	}
 	for _, l := range lost {
@@ -359,6 +418,73 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 		r.notify(c)
 	}
 }
+
+// on is a lease confirmed by a session.
+type on struct {
+	backends.Lease
+	session backends.Backend
+}
+
+func countOn(leases []on, session backends.Backend) int {
+	n := 0
+	for _, l := range leases {
+		if l.session == session {
+			n++
+		}
+	}
+	return n
+}
+
+// moveWithin moves holds from the session old to the session to, by acquiring each key on to for
+// the same identity: a hold a store keeps by identity is refreshed, and one it keeps by session
+// (a ZooKeeper node, an etcd lease) passes to the new session; a key another holder has now comes
+// back in lost. The holds to cannot take (the new session cannot reach or authenticate to its
+// store) are renewed on old instead, which still holds them, so that an edit that does not work
+// loses nothing; err is set only when neither session answered for them.
+func moveWithin(ctx context.Context, to, old backends.Backend, leases []backends.Lease, ttl time.Duration) (renewed []on, lost []backends.Lease, err error) {
+	type result struct {
+		lease backends.Lease
+		err   error
+	}
+	results := make([]result, len(leases))
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, moveConcurrency)
+	for i, l := range leases {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			lease, err := to.TryAcquire(ctx, l.Key, l.Identity, ttl)
+			results[i] = result{lease, err}
+		})
+	}
+	wg.Wait()
+	var stay []backends.Lease
+	var moveErr error
+	for i, res := range results {
+		switch {
+		case res.err == nil:
+			renewed = append(renewed, on{res.lease, to})
+		case errors.Is(res.err, backends.ErrLocked):
+			lost = append(lost, leases[i])
+		default:
+			stay, moveErr = append(stay, leases[i]), res.err
+		}
+	}
+	if len(stay) == 0 {
+		return renewed, lost, nil
+	}
+	kept, gone, err := renewWithin(ctx, old, stay, ttl)
+	if err != nil {
+		return renewed, lost, fmt.Errorf("the new session cannot take the holds (%w), and the old one cannot renew them: %w", moveErr, err)
+	}
+	for _, l := range kept {
+		renewed = append(renewed, on{l, old})
+	}
+	return renewed, append(lost, gone...), nil
+}
+
+// moveConcurrency bounds the acquires in flight while holds move to a new session.
+const moveConcurrency = 16
 
 // renewWithin calls backend.Renew but gives up when ctx ends even if the backend does not: a
 // driver stuck reconnecting must not keep the Renewer from noticing that holds expire.

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func TestRenewsEveryHoldInOneCallPerThirdOfTheTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.r.Track("fake", lease, claim(i))
+		h.r.Track("fake", h.backend, lease, claim(i))
 	}
 	time.Sleep(50 * time.Millisecond)
 	for range 6 { // two TTLs
@@ -99,8 +100,8 @@ func TestRenewsEveryHoldInOneCallPerThirdOfTheTTL(t *testing.T) {
 func TestReportsStolenHoldsAsLost(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
-	h.r.Track("fake", lease, claim(1))
-	h.r.Track("fake", lease, claim(2)) // a reentrant claim sharing the hold
+	h.r.Track("fake", h.backend, lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(2)) // a reentrant claim sharing the hold
 	h.backend.Steal("k", "intruder")
 	h.step(3 * time.Second)
 	if lost := h.lostClaims(); len(lost) != 2 {
@@ -114,7 +115,7 @@ func TestReportsStolenHoldsAsLost(t *testing.T) {
 func TestAHoldThatCannotBeRenewedIsLostWhenItExpires(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
-	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(1))
 	h.backend.SetUnavailable(errors.New("connection refused"))
 	h.step(3 * time.Second) // renewal fails, hold still valid
 	if lost := h.lostClaims(); len(lost) != 0 {
@@ -142,7 +143,7 @@ func TestAHoldTakenOverWithLittleLeftIsRenewedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Step(25 * time.Second) // the old leader renewed it last; 5 s are left
-	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(1))
 	time.Sleep(50 * time.Millisecond)
 	if got := h.backend.Calls()[fake.OpRenew]; got != 1 {
 		t.Fatalf("Renew calls right after the take-over = %d, want 1", got)
@@ -159,8 +160,8 @@ func TestUntrackedHoldsAreNotRenewed(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
 	k := renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"}
-	h.r.Track("fake", lease, claim(1))
-	h.r.Track("fake", lease, claim(2))
+	h.r.Track("fake", h.backend, lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(2))
 	if left := h.r.Untrack(k, claim(1)); left != 1 {
 		t.Fatalf("Untrack left %d sharers, want 1", left)
 	}
@@ -217,7 +218,7 @@ func TestAWallClockStepDoesNotMoveRenewals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.Track("fake", lease, claim(1))
+			r.Track("fake", backend, lease, claim(1))
 			time.Sleep(50 * time.Millisecond)
 			clk.stepWall(step)
 			fakeClock.Step(ttl/3 - time.Second)
@@ -240,8 +241,8 @@ func TestDroppedHoldsAreNotRenewed(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
 	k := renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"}
-	h.r.Track("fake", lease, claim(1))
-	h.r.Track("fake", lease, claim(2))
+	h.r.Track("fake", h.backend, lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(2))
 	h.r.Drop(k)
 	if _, tracked := h.r.Lookup(k); tracked {
 		t.Fatal("the hold is still tracked after Drop")
@@ -260,11 +261,11 @@ func TestRetrackingDoesNotPostponeRenewalOrHideFailures(t *testing.T) {
 	h := newHarness(t)
 	const ttl = 9 * time.Second
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", ttl)
-	h.r.Track("fake", lease, claim(1))
+	h.r.Track("fake", h.backend, lease, claim(1))
 	time.Sleep(50 * time.Millisecond)
 	for range 6 { // two TTLs, re-tracked every second
 		for range 3 {
-			h.r.Track("fake", lease, claim(1))
+			h.r.Track("fake", h.backend, lease, claim(1))
 			h.step(time.Second)
 		}
 	}
@@ -274,10 +275,127 @@ func TestRetrackingDoesNotPostponeRenewalOrHideFailures(t *testing.T) {
 
 	h.backend.SetUnavailable(errors.New("connection refused"))
 	for range 15 {
-		h.r.Track("fake", lease, claim(1))
+		h.r.Track("fake", h.backend, lease, claim(1))
 		h.step(time.Second)
 	}
 	if lost := h.lostClaims(); len(lost) != 1 {
 		t.Fatalf("a hold that cannot be renewed must be lost at expiry even when re-tracked, lost = %v", lost)
+	}
+}
+
+// movingHarness is a harness whose resolver can be pointed at a new session, as when the
+// LockBackend is edited, and which records what the Renewer says still lives on each session.
+type movingHarness struct {
+	*harness
+	current atomic.Pointer[fake.Backend]
+	usedBy  atomic.Pointer[func(backends.Backend) bool]
+}
+
+// inUse asks the test the Renewer last handed out whether a hold lives on session.
+func (m *movingHarness) inUse(session backends.Backend) bool {
+	return (*m.usedBy.Load())(session)
+}
+
+func newMovingHarness(t *testing.T) *movingHarness {
+	m := &movingHarness{harness: &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC))}}
+	m.backend = fake.New(fake.WithClock(m.clock))
+	m.current.Store(m.backend)
+	m.r = renewal.New(func(context.Context, string) (backends.Backend, error) { return m.current.Load(), nil },
+		func(c types.NamespacedName) { m.mu.Lock(); m.lost = append(m.lost, c); m.mu.Unlock() },
+		renewal.WithClock(m.clock),
+		renewal.WithAfterRenewals(func(_ context.Context, inUse func(backends.Backend) bool) {
+			m.usedBy.Store(&inUse)
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = m.r.Start(ctx) }()
+	return m
+}
+
+// held tracks a hold of key for "me" on the first session.
+func (m *movingHarness) held(t *testing.T, key string, ttl time.Duration) {
+	t.Helper()
+	lease, err := m.backend.TryAcquire(context.Background(), key, "me", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.r.Track("fake", m.backend, lease, claim(1))
+	time.Sleep(50 * time.Millisecond)
+}
+
+func TestAnEditedBackendsNewSessionTakesOverTheHoldsBeforeTheOldOneIsLetGo(t *testing.T) {
+	m := newMovingHarness(t)
+	const ttl = 9 * time.Second
+	m.held(t, "k", ttl)
+	old := m.backend
+	if !m.inUse(old) {
+		t.Fatalf("the session a hold lives on must be reported in use")
+	}
+	edited := old.NewSession()
+	m.current.Store(edited)
+	m.r.Wake()
+	time.Sleep(50 * time.Millisecond)
+	if !m.inUse(old) {
+		t.Fatalf("the old session must stay in use until its holds have moved")
+	}
+	m.step(ttl / 3)
+	if got := edited.Calls()[fake.OpTryAcquire]; got != 1 {
+		t.Fatalf("acquires on the new session = %d, want 1: the hold moves by acquiring it there", got)
+	}
+	if m.inUse(old) || !m.inUse(edited) {
+		t.Fatalf("after the move the hold must live on the new session only")
+	}
+	renewsOnOld := old.Calls()[fake.OpRenew]
+	for range 6 {
+		m.step(ttl / 3)
+	}
+	if old.Calls()[fake.OpRenew] != renewsOnOld || edited.Calls()[fake.OpRenew] < 5 {
+		t.Fatalf("renewals after the move: old session %d (was %d), new %d; want all on the new one",
+			old.Calls()[fake.OpRenew], renewsOnOld, edited.Calls()[fake.OpRenew])
+	}
+	hold, _ := m.r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"})
+	if hold.Lost || len(m.lostClaims()) != 0 {
+		t.Fatalf("the hold must survive the edit: %+v, lost %v", hold, m.lostClaims())
+	}
+}
+
+func TestAHoldStaysOnTheOldSessionWhileTheNewOneCannotTakeIt(t *testing.T) {
+	m := newMovingHarness(t)
+	const ttl = 9 * time.Second
+	m.held(t, "k", ttl)
+	old := m.backend
+	edited := old.NewSession()
+	edited.SetUnavailable(errors.New("WRONGPASS invalid username-password pair"))
+	m.current.Store(edited)
+	for range 9 { // three TTLs
+		m.step(ttl / 3)
+	}
+	if lost := m.lostClaims(); len(lost) != 0 {
+		t.Fatalf("an edit whose session cannot work must lose nothing the old session still holds, lost %v", lost)
+	}
+	if old.Calls()[fake.OpRenew] < 8 || !m.inUse(old) {
+		t.Fatalf("renewals on the old session = %d, want about 9, and it must stay in use", old.Calls()[fake.OpRenew])
+	}
+
+	edited.SetUnavailable(nil) // the edit is mended
+	m.step(ttl / 3)
+	if m.inUse(old) || !m.inUse(edited) {
+		t.Fatalf("once the new session works the hold must move to it")
+	}
+}
+
+func TestAHoldTakenByAnotherHolderWhileItMovesIsLost(t *testing.T) {
+	m := newMovingHarness(t)
+	const ttl = 9 * time.Second
+	m.held(t, "k", ttl)
+	edited := m.backend.NewSession()
+	m.current.Store(edited)
+	m.backend.Steal("k", "intruder")
+	m.step(ttl / 3)
+	if lost := m.lostClaims(); len(lost) != 1 {
+		t.Fatalf("lost = %v, want the claim of the stolen hold", lost)
+	}
+	if m.inUse(m.backend) {
+		t.Fatalf("a lost hold keeps no session open")
 	}
 }

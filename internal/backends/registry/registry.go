@@ -16,11 +16,24 @@ limitations under the License.
 
 // Package registry builds Backend sessions from LockBackend objects and hands them to the
 // reconcilers, which never see a driver. Factories for each store type are registered by
-// cmd/manager; a LockBackend whose spec changes gets a new session and the old one is closed.
+// cmd/manager.
+//
+// # Changing a LockBackend with locks held
+//
+// A LockBackend whose spec changes (an address, a credential, a session timeout), or whose
+// Secrets change (a rotated password or certificate, found by Refresh), gets a new session, opened
+// before the old one is touched. The old session is retired, not closed: it stays open while any
+// hold the renewal package keeps still lives on it, and the renewer moves each such hold to the new
+// session (the new session acquires the key for the same identity, as a restarted controller
+// resumes a hold) at its next renewal. Only then does CloseRetired close the old session. Closing
+// first would lose locks on ZooKeeper, whose lock nodes die with the session that created them;
+// on every other store it would only leave the holds unrenewed for a while. A new spec that cannot
+// be opened at all leaves the old session serving the holds it has (Serving).
 package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,13 +67,25 @@ type Registry struct {
 	wrap      func(name string, b backends.Backend) backends.Backend
 
 	mu       sync.Mutex
-	sessions map[string]*session // by LockBackend name
+	sessions map[string]*session         // the current session, by LockBackend name
+	retired  map[backends.Backend]string // replaced sessions still open, with their LockBackend's name
+	onRetire func()
 }
 
 type session struct {
 	uid        types.UID
 	generation int64
 	backend    backends.Backend
+	// secrets fingerprints every Secret value the session was opened with, so that Refresh can
+	// tell a rotated one without keeping the value.
+	secrets map[locksv1alpha1.SecretKeySelector][sha256.Size]byte
+	// stale is set by Refresh when one of those values changed: the next For opens a new session.
+	stale bool
+}
+
+// serves tells whether s is the session to use for lb as it is now.
+func (s *session) serves(lb *locksv1alpha1.LockBackend) bool {
+	return !s.stale && s.uid == lb.UID && s.generation == lb.Generation
 }
 
 // Option configures a Registry.
@@ -85,6 +110,7 @@ func New(builtin backends.Backend, opts ...Option) *Registry {
 	r := &Registry{
 		factories: map[locksv1alpha1.BackendType]Factory{},
 		sessions:  map[string]*session{},
+		retired:   map[backends.Backend]string{},
 		wrap:      func(_ string, b backends.Backend) backends.Backend { return b },
 	}
 	for _, o := range opts {
@@ -95,37 +121,112 @@ func New(builtin backends.Backend, opts ...Option) *Registry {
 }
 
 // For returns the session for lb, opening one if needed. A nil lb, or one of type Kubernetes,
-// gets the built-in backend.
+// gets the built-in backend. When lb's spec changed since its session opened, or a Secret it read
+// did, a new session is opened and the old one retired (see the package comment); when the new
+// one cannot be opened, the error is returned and the old session stays where it was.
 func (r *Registry) For(ctx context.Context, lb *locksv1alpha1.LockBackend) (backends.Backend, error) {
 	if lb == nil || lb.Spec.Type == locksv1alpha1.BackendKubernetes {
 		return r.builtin, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s, ok := r.sessions[lb.Name]; ok {
-		if s.uid == lb.UID && s.generation == lb.Generation {
-			return s.backend, nil
-		}
-		r.closeLocked(ctx, lb.Name)
+	old, ok := r.sessions[lb.Name]
+	if ok && old.serves(lb) {
+		return old.backend, nil
 	}
 	f, ok := r.factories[lb.Spec.Type]
 	if !ok {
 		return nil, fmt.Errorf("backend type %s is not supported by this build of lockwarden", lb.Spec.Type)
 	}
-	secrets := r.secrets
-	if secrets == nil {
-		secrets = noSecrets{}
+	secrets := &fingerprintingSecrets{read: r.secrets, prints: map[locksv1alpha1.SecretKeySelector][sha256.Size]byte{}}
+	if secrets.read == nil {
+		secrets.read = noSecrets{}
 	}
 	b, err := f(ctx, lb.Spec, secrets)
 	if err != nil {
 		return nil, err
 	}
 	b = r.wrap(lb.Name, b)
-	r.sessions[lb.Name] = &session{uid: lb.UID, generation: lb.Generation, backend: b}
+	r.sessions[lb.Name] = &session{uid: lb.UID, generation: lb.Generation, backend: b, secrets: secrets.prints}
+	if old != nil {
+		r.retired[old.backend] = lb.Name
+		if r.onRetire != nil {
+			r.onRetire()
+		}
+	}
 	return b, nil
 }
 
-// Forget closes the session of a LockBackend that was deleted.
+// Serving returns the session open for the LockBackend called name, whichever spec it was opened
+// for, or nil. The renewer falls back on it when For fails, so that holds are not lost to an edit
+// that cannot be opened.
+func (r *Registry) Serving(name string) backends.Backend {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.sessions[name]; ok {
+		return s.backend
+	}
+	return nil
+}
+
+// OnRetire sets a function called, without blocking, each time a session is retired: the
+// renewer, so that it moves the holds off the old session and lets it close.
+func (r *Registry) OnRetire(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onRetire = f
+}
+
+// CloseRetired closes every retired session that inUse says no hold lives on any more.
+func (r *Registry) CloseRetired(ctx context.Context, inUse func(backends.Backend) bool) {
+	r.mu.Lock()
+	var done []backends.Backend
+	for b := range r.retired {
+		if !inUse(b) {
+			done = append(done, b)
+			delete(r.retired, b)
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range done {
+		_ = b.Close(ctx)
+	}
+}
+
+// Refresh reads again the Secrets the session of lb was opened with and, when one of them
+// changed, makes the next For open a new session with the new values. It reports whether one
+// changed. A Secret that cannot be read now changes nothing: the session opened with it goes on
+// working until the store refuses it, and the next session to open reports the error.
+func (r *Registry) Refresh(ctx context.Context, lb *locksv1alpha1.LockBackend) bool {
+	r.mu.Lock()
+	s, ok := r.sessions[lb.Name]
+	if !ok || !s.serves(lb) || len(s.secrets) == 0 || r.secrets == nil {
+		r.mu.Unlock()
+		return false
+	}
+	prints := s.secrets
+	r.mu.Unlock()
+
+	changed := false
+	for ref, print := range prints {
+		value, err := r.secrets.Read(ctx, ref)
+		if err == nil && sha256.Sum256(value) != print {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions[lb.Name] == s {
+		s.stale = true
+	}
+	return true
+}
+
+// Forget closes the sessions of a LockBackend that was deleted, retired ones included.
 func (r *Registry) Forget(ctx context.Context, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,14 +240,38 @@ func (r *Registry) Close(ctx context.Context) error {
 	for name := range r.sessions {
 		r.closeLocked(ctx, name)
 	}
+	for b := range r.retired {
+		_ = b.Close(ctx)
+		delete(r.retired, b)
+	}
 	return r.builtin.Close(ctx)
 }
 
 func (r *Registry) closeLocked(ctx context.Context, name string) {
 	if s, ok := r.sessions[name]; ok {
 		delete(r.sessions, name)
-		_ = s.backend.Close(ctx) // its locks expire by TTL or are resumed by the new session
+		_ = s.backend.Close(ctx)
 	}
+	for b, of := range r.retired {
+		if of == name {
+			delete(r.retired, b)
+			_ = b.Close(ctx)
+		}
+	}
+}
+
+// fingerprintingSecrets reads Secrets for a factory and keeps a fingerprint of each value read.
+type fingerprintingSecrets struct {
+	read   SecretReader
+	prints map[locksv1alpha1.SecretKeySelector][sha256.Size]byte
+}
+
+func (s *fingerprintingSecrets) Read(ctx context.Context, ref locksv1alpha1.SecretKeySelector) ([]byte, error) {
+	value, err := s.read.Read(ctx, ref)
+	if err == nil {
+		s.prints[ref] = sha256.Sum256(value)
+	}
+	return value, err
 }
 
 type noSecrets struct{}

@@ -69,12 +69,110 @@ func TestSessionsAreReusedUntilTheSpecChanges(t *testing.T) {
 	if first != again || opened != 1 {
 		t.Fatalf("same generation: want the same session and one open, got opened=%d", opened)
 	}
+	retired := 0
+	reg.OnRetire(func() { retired++ })
 	changed, _ := reg.For(ctx, redisBackend("r", 2))
-	if changed == first || opened != 2 {
-		t.Fatalf("new generation: want a new session, got opened=%d", opened)
+	if changed == first || opened != 2 || retired != 1 {
+		t.Fatalf("new generation: want a new session and the old one retired, got opened=%d retired=%d", opened, retired)
 	}
+	// The old session stays open while holds live on it, and closes once none does.
+	reg.CloseRetired(ctx, func(b backends.Backend) bool { return b == first })
+	if err := first.Ping(ctx); err != nil {
+		t.Fatalf("a retired session that holds still live on must stay open: %v", err)
+	}
+	reg.CloseRetired(ctx, func(backends.Backend) bool { return false })
 	if err := first.Ping(ctx); err == nil {
-		t.Fatalf("the replaced session should have been closed")
+		t.Fatalf("a retired session nothing lives on should have been closed")
+	}
+	if err := changed.Ping(ctx); err != nil {
+		t.Fatalf("the current session must never be closed by CloseRetired: %v", err)
+	}
+}
+
+func TestAnEditThatCannotBeOpenedLeavesTheOldSessionServing(t *testing.T) {
+	ctx := context.Background()
+	builtin := fake.New()
+	broken := false
+	reg := registry.New(builtin, registry.WithFactory(locksv1alpha1.BackendRedis,
+		func(context.Context, locksv1alpha1.LockBackendSpec, registry.SecretReader) (backends.Backend, error) {
+			if broken {
+				return nil, errors.New("redis: TLS handshake failed")
+			}
+			return builtin.NewSession(), nil
+		}))
+	first, err := reg.For(ctx, redisBackend("r", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken = true
+	if _, err := reg.For(ctx, redisBackend("r", 2)); err == nil {
+		t.Fatalf("For must report that the edited spec cannot be opened")
+	}
+	if got := reg.Serving("r"); got != first {
+		t.Fatalf("Serving = %v, want the session of the spec before the edit", got)
+	}
+	if err := first.Ping(ctx); err != nil {
+		t.Fatalf("the old session must stay open: %v", err)
+	}
+	broken = false
+	if b, err := reg.For(ctx, redisBackend("r", 2)); err != nil || b == first {
+		t.Fatalf("once the spec can be opened, For = %v, %v; want a new session", b, err)
+	}
+}
+
+func TestARotatedSecretOpensANewSession(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lockwarden-system", Name: "redis"},
+		Data: map[string][]byte{"password": []byte("first")}}
+	c := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(secret).Build()
+	builtin := fake.New()
+	var passwords []string
+	reg := registry.New(builtin,
+		registry.WithSecrets(registry.NamespacedSecrets{Reader: c, Namespace: "lockwarden-system"}),
+		registry.WithFactory(locksv1alpha1.BackendRedis,
+			func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
+				pw, err := secrets.Read(ctx, *spec.Redis.PasswordSecretRef)
+				if err != nil {
+					return nil, err
+				}
+				passwords = append(passwords, string(pw))
+				return builtin.NewSession(), nil
+			}))
+	lb := redisBackend("r", 1)
+	lb.Spec.Redis.PasswordSecretRef = &locksv1alpha1.SecretKeySelector{
+		SecretReference: locksv1alpha1.SecretReference{Name: "redis", Namespace: "lockwarden-system"}, Key: "password"}
+	first, err := reg.For(ctx, lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Refresh(ctx, lb) {
+		t.Fatalf("Refresh reported a change while the Secret is unchanged")
+	}
+	secret.Data["password"] = []byte("rotated")
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if !reg.Refresh(ctx, lb) {
+		t.Fatalf("Refresh did not notice the rotated password")
+	}
+	second, err := reg.For(ctx, lb)
+	if err != nil || second == first {
+		t.Fatalf("after a rotation For = %v, %v; want a new session", second, err)
+	}
+	if strings.Join(passwords, ",") != "first,rotated" {
+		t.Fatalf("sessions opened with %v, want first then rotated", passwords)
+	}
+	if again, _ := reg.For(ctx, lb); again != second {
+		t.Fatalf("the new session must be reused until something changes again")
+	}
+
+	if err := c.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Refresh(ctx, lb) {
+		t.Fatalf("a Secret that cannot be read must not replace a working session")
 	}
 }
 
