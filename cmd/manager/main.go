@@ -197,6 +197,17 @@ func run(o options) error {
 	}
 	cfg.QPS, cfg.Burst = clientQPS(o.qps), o.burst
 
+	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), setupLog)
+	// Checked before the manager starts: in a namespace that does not exist the manager would run,
+	// log a reconciler error for every claim and grant nothing.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating API client: %w", err)
+	}
+	if err := checkNamespaces(ctx, direct, o); err != nil {
+		return err
+	}
+
 	mgr, err := newManager(cfg, scheme, o)
 	if err != nil {
 		return err
@@ -211,7 +222,7 @@ func run(o options) error {
 	info := version.Get()
 	setupLog.Info("Starting manager", "version", info.Version, "commit", info.Commit,
 		"secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 // newManager creates the controller-runtime manager with the metrics server, the health and

@@ -29,7 +29,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // The build the manager binary of these tests is stamped as, through hack/ldflags.sh as make
@@ -121,4 +128,91 @@ func TestVersionFlag(t *testing.T) {
 	g.Expect(stdout).To(Equal("lockwarden manager " + stampVersion + " (commit " + stampCommit + ", built " + stampDate + ", " +
 		runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"))
 	g.Expect(stderr).To(BeEmpty())
+}
+
+// The manager run outside a cluster against an API server that lacks its namespace stops at
+// once, naming the namespace and the flag that sets it, instead of starting and leaving every
+// claim Pending.
+func TestStartFailsWithoutItsNamespace(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set, so there is no kube-apiserver to test against. " +
+			"Run: export KUBEBUILDER_ASSETS=$(hack/k8s-binaries.sh envtest-dir)   (or use make test-unit)")
+	}
+	env := &envtest.Environment{}
+	adminCfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(adminCfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const existing = "locks-here"
+	if err := admin.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: existing}}); err != nil {
+		t.Fatal(err)
+	}
+	// Only what the check needs: no metrics server, no probes.
+	base := []string{"--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0"}
+
+	t.Run("the default namespace", func(t *testing.T) {
+		g := NewWithT(t)
+		// lockwarden-system, unless these tests run in a pod.
+		t.Setenv("POD_NAMESPACE", "")
+		want := defaultNamespace()
+		code, _, stderr := runManager(t, base...)
+		g.Expect(code).To(Equal(1))
+		// The error is a field of a JSON log line, its quotes escaped.
+		g.Expect(stderr).To(ContainSubstring(`namespace \"` + want + `\" does not exist (--secret-namespace: `))
+		g.Expect(stderr).To(ContainSubstring("create it with `kubectl create namespace " + want + "`, or name an existing namespace with --secret-namespace"))
+		g.Expect(stderr).NotTo(ContainSubstring("Starting manager"))
+	})
+	t.Run("the leader election namespace", func(t *testing.T) {
+		g := NewWithT(t)
+		code, _, stderr := runManager(t, append(base, "--secret-namespace="+existing, "--leader-elect", "--leader-election-namespace=lockwarden-election")...)
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`namespace \"lockwarden-election\" does not exist (--leader-election-namespace: the leader election Lease)`))
+	})
+
+	// The check itself, in process: which namespaces it looks at, and what does not stop a start.
+	nobodyCfg := rest.CopyConfig(adminCfg)
+	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	nobody, err := client.New(nobodyCfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		reader client.Reader
+		args   []string
+		want   string // empty: the check passes
+	}{
+		{"existing", admin, []string{"--secret-namespace=" + existing}, ""},
+		{"both existing", admin, []string{"--secret-namespace=" + existing, "--leader-elect", "--leader-election-namespace=" + existing}, ""},
+		{"missing", admin, []string{"--secret-namespace=nowhere"}, `namespace "nowhere" does not exist (--secret-namespace: `},
+		{"a name that is a prefix of an existing one", admin, []string{"--secret-namespace=locks"}, `namespace "locks" does not exist`},
+		{"election namespace unused without --leader-elect", admin,
+			[]string{"--secret-namespace=" + existing, "--leader-election-namespace=nowhere"}, ""},
+		{"election namespace missing", admin,
+			[]string{"--secret-namespace=" + existing, "--leader-elect", "--leader-election-namespace=nowhere"}, `namespace "nowhere" does not exist (--leader-election-namespace: `},
+		{"election namespace defaults to the secret namespace", admin,
+			[]string{"--secret-namespace=nowhere", "--leader-elect"}, `namespace "nowhere" does not exist (--secret-namespace: `},
+		{"a user who may not list namespaces starts anyway", nobody, []string{"--secret-namespace=nowhere"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o, err := parseFlags(tc.args)
+			g.Expect(err).NotTo(HaveOccurred())
+			err = checkNamespaces(logr.NewContext(t.Context(), testr.New(t)), tc.reader, o)
+			if tc.want == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+			} else {
+				g.Expect(err).To(MatchError(HavePrefix(tc.want)))
+			}
+		})
+	}
 }
