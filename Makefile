@@ -8,6 +8,11 @@ SHELL := /usr/bin/env bash
 # Built binaries (Kubernetes, etcd, kwok) live outside the repository so that clones share them.
 export LOCKWARDEN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lockwarden
 CONTROLLER_GEN := go tool controller-gen
+# The release the binaries are stamped with (internal/version): the VERSION file, which the chart's
+# appVersion must match (make verify checks). Override for a pre-release: make build VERSION=0.2.0-rc.1.
+VERSION ?= $(shell cat VERSION)
+# -ldflags that stamp VERSION, the git commit and the build time into a binary (hack/ldflags.sh).
+LDFLAGS = $(shell VERSION='$(VERSION)' hack/ldflags.sh)
 IMG ?= ghcr.io/lockwarden/lockwarden:latest
 CONTAINER_TOOL ?= docker
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
@@ -110,17 +115,17 @@ cluster-down: ## Stop the local cluster.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and lockctl binaries into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager
-	CGO_ENABLED=0 go build -trimpath -o bin/lockctl ./cmd/lockctl
+build: ## Build the manager and lockctl binaries into bin/, stamped with VERSION and the git commit.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/lockctl ./cmd/lockctl
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.
-	go run ./cmd/manager
+	go run -ldflags "$(LDFLAGS)" ./cmd/manager
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
-	$(CONTAINER_TOOL) build -t $(IMG) .
+docker-build: ## Build the image (needs a Docker engine), its binaries stamped with VERSION and the git commit.
+	$(CONTAINER_TOOL) build $$(VERSION='$(VERSION)' hack/ldflags.sh --build-args) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the image.

@@ -246,7 +246,8 @@ func TestDefaults(t *testing.T) {
 	g.Expect(c.Args).To(ContainElements("--leader-elect", "--leader-election-namespace=locks",
 		"--secret-namespace=locks", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081"))
 	g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--metrics-cert-path")), "a self-signed certificate by default")
-	g.Expect(c.Image).To(Equal("ghcr.io/lockwarden/lockwarden:0.1.0"), "the image tag defaults to appVersion")
+	g.Expect(c.Image).To(Equal("ghcr.io/lockwarden/lockwarden:"+releaseVersion(t)),
+		"the image tag defaults to appVersion, which is the release in VERSION")
 
 	// A security context that passes the Pod Security "restricted" profile.
 	g.Expect(pod.SecurityContext.RunAsNonRoot).To(Equal(ptr.To(true)))

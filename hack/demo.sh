@@ -22,7 +22,7 @@ kubectl get nodes
 
 say "Installing the lockwarden CRDs and starting the manager (log: $workdir/manager.log)"
 hack/local-cluster.sh crds
-go build -o "$workdir/manager" ./cmd/manager
+go build -ldflags "$(hack/ldflags.sh)" -o "$workdir/manager" ./cmd/manager
 go build -o "$workdir/demo" ./hack/demo
 "$workdir/manager" --kubeconfig "$KUBECONFIG" --secret-namespace lockwarden-system \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 >"$workdir/manager.log" 2>&1 &

@@ -24,5 +24,5 @@ are HTTPS for tokens bound to the metrics-reader ClusterRole (docs/metrics.md).
 Starting the manager (Ctrl-C stops it; make cluster-down stops the cluster).
 
 MSG
-exec go run ./cmd/manager --kubeconfig "$kubeconfig" --secret-namespace lockwarden-system \
+exec go run -ldflags "$(hack/ldflags.sh)" ./cmd/manager --kubeconfig "$kubeconfig" --secret-namespace lockwarden-system \
   --metrics-bind-address 127.0.0.1:8080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:8081

@@ -2,7 +2,8 @@
 # Regenerates every generated file and fails if that changed the tree, so that hand edits to
 # generated files and forgotten `make manifests generate` runs never land: that includes the Helm
 # chart's copies of the CRDs and RBAC rules and the values table in docs/install.md (hack/chartgen).
-# Also checks gofmt and go.mod/go.sum tidiness.
+# Also checks gofmt, go.mod/go.sum tidiness, and that the chart's appVersion is the release in
+# VERSION (hack/verify-version.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,5 +33,9 @@ if ! go mod tidy -diff >/dev/null 2>&1; then
   failed=1
 fi
 
-if [[ $failed -eq 0 ]]; then echo "verify: generated files, formatting and go.mod are up to date"; fi
+if ! hack/verify-version.sh; then
+  failed=1
+fi
+
+if [[ $failed -eq 0 ]]; then echo "verify: generated files, formatting, go.mod and the chart's appVersion are up to date"; fi
 exit $failed

@@ -44,8 +44,9 @@ Usage:
   lockctl wait CLAIM [--timeout D] [--token-file PATH]            wait until a LockClaim holds its lock
   lockctl release CLAIM | --lock NAME [--timeout D]               delete a claim, releasing its lock
   lockctl status [LOCK] [-o text|json|yaml]                       holder, token, expiry and queue
+  lockctl version [-o text|json|yaml]                             lockctl's version, commit and Go version
 
-Every command takes -n/--namespace, --kubeconfig, --context and --as.
+Every command but version takes -n/--namespace, --kubeconfig, --context and --as.
 Exit codes: 0 ok, 1 error, 2 usage, 3 timed out, 4 claim failed (lock, pod or claim missing,
 forbidden), 5 lock lost during run; run otherwise exits with its command's code.
 `
@@ -61,7 +62,7 @@ type app struct {
 // main runs the command in args and returns the exit code.
 func (a *app) main(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(a.stderr, "lockctl: missing command (acquire, run, wait, release or status); run lockctl --help")
+		fmt.Fprintln(a.stderr, "lockctl: missing command (acquire, run, wait, release, status or version); run lockctl --help")
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
@@ -71,11 +72,14 @@ func (a *app) main(args []string) int {
 		"wait":    a.wait,
 		"release": a.release,
 		"status":  a.status,
+		"version": a.version,
 	}
 	switch cmd {
 	case "-h", "--help", "help":
 		fmt.Fprint(a.stdout, usage)
 		return exitOK
+	case "--version":
+		cmd = "version"
 	}
 	run, ok := commands[cmd]
 	if !ok {

@@ -98,6 +98,9 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{args: []string{"release", "--lock", "db"}, want: "lockctl: --lock releases this pod's claim, but POD_NAME is not set"},
 		{args: []string{"status", "a", "b"}, want: "lockctl: status takes at most one lock name"},
 		{args: []string{"status", "-o", "xml"}, want: `lockctl: --output must be text, json or yaml, not "xml"`},
+		{args: []string{"version", "extra"}, want: `lockctl: version takes no arguments, got ["extra"]; see lockctl version -h`},
+		{args: []string{"version", "-o", "xml"}, want: `lockctl: --output must be text, json or yaml, not "xml"`},
+		{args: []string{"version", "--namespace", "a"}, want: "lockctl: version: flag provided but not defined: -namespace"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -117,7 +120,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 }
 
 func TestHelpExits0(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"acquire", "-h"}, {"run", "--help"}, {"status", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"acquire", "-h"}, {"run", "--help"}, {"status", "-h"}, {"version", "-h"}} {
 		var stdout, stderr bytes.Buffer
 		a := &app{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }}
 		if code := a.main(args); code != exitOK || !strings.Contains(stdout.String(), "Usage") || stderr.Len() != 0 {

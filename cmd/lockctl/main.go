@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Command lockctl asks lockwarden for distributed locks from init containers, scripts and
-// shells: acquire (for its own pod), run (hold a lock while a command runs), wait, release and
-// status. See docs/lockctl.md.
+// shells: acquire (for its own pod), run (hold a lock while a command runs), wait, release,
+// status and version. See docs/lockctl.md.
 package main
 
 import (

@@ -16,6 +16,7 @@ limitations under the License.
 
 // Command manager runs the lockwarden controller. It only wires things together: flags, scheme,
 // the controller-runtime manager with leader election, health and ready probes, and metrics.
+// --version prints the build (internal/version) and exits.
 package main
 
 import (
@@ -49,6 +50,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/version"
 )
 
 // options are the manager's command-line flags.
@@ -71,6 +73,7 @@ type options struct {
 	qps              float64
 	burst            int
 	workers          int
+	printVersion     bool
 	zap              zap.Options
 }
 
@@ -79,6 +82,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(2)
+	}
+	if opts.printVersion {
+		fmt.Println("lockwarden manager", version.Get())
+		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	if err := checkMutants(); err != nil {
@@ -132,9 +139,13 @@ func parseFlags(args []string) (options, error) {
 		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
 	fs.IntVar(&o.workers, "claim-workers", 4, "Locks served in parallel (each lock by one worker at a time), and pods reconciled in parallel.")
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version, git commit and Go version, and exit.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // ExitOnError: Parse exits on a bad flag
+	if o.printVersion {
+		return o, nil
+	}
 	if o.leaderElectionNS == "" {
 		o.leaderElectionNS = o.secretNamespace
 	}
@@ -186,6 +197,17 @@ func run(o options) error {
 	}
 	cfg.QPS, cfg.Burst = clientQPS(o.qps), o.burst
 
+	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), setupLog)
+	// Checked before the manager starts: in a namespace that does not exist the manager would run,
+	// log a reconciler error for every claim and grant nothing.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating API client: %w", err)
+	}
+	if err := checkNamespaces(ctx, direct, o); err != nil {
+		return err
+	}
+
 	mgr, err := newManager(cfg, scheme, o)
 	if err != nil {
 		return err
@@ -197,8 +219,10 @@ func run(o options) error {
 	if !o.metricsSecure && o.metricsAddr != "0" {
 		setupLog.Info("Serving metrics over plain HTTP to anyone who reaches the address (--metrics-secure=false)", "address", o.metricsAddr)
 	}
-	setupLog.Info("Starting manager", "secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	info := version.Get()
+	setupLog.Info("Starting manager", "version", info.Version, "commit", info.Commit,
+		"secretNamespace", o.secretNamespace, "leaderElect", o.leaderElect)
+	return mgr.Start(ctx)
 }
 
 // newManager creates the controller-runtime manager with the metrics server, the health and
@@ -266,6 +290,9 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 	})
 	if err := m.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if err := ctrlmetrics.Registry.Register(metrics.NewBuildInfo(version.Get())); err != nil {
+		return fmt.Errorf("registering lockwarden_build_info: %w", err)
 	}
 	reg := registry.New(builtin,
 		// Secrets are read uncached, one get per backend session, so that the controller needs

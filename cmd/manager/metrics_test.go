@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
+	"github.com/lockwarden/lockwarden/internal/version"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -178,6 +180,14 @@ func TestMetricsEndpointNeedsAnAuthorizedToken(t *testing.T) {
 		g.Expect(body).To(MatchRegexp(`(?m)^lockwarden_claims\{phase="Held"\} 0$`))
 		g.Expect(body).To(ContainSubstring("controller_runtime_reconcile_total"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	t.Run("build info", func(t *testing.T) {
+		_, body, err := scrape(readerToken)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		v := version.Get()
+		NewWithT(t).Expect(body).To(ContainSubstring(fmt.Sprintf("\nlockwarden_build_info{commit=%q,goversion=%q,version=%q} 1\n",
+			v.Commit, v.GoVersion, v.Version)))
+	})
 
 	t.Run("plain HTTP is refused", func(t *testing.T) {
 		c := http.Client{Timeout: 5 * time.Second}

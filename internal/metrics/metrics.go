@@ -27,6 +27,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/version"
 )
 
 // Results recorded in the result label.
@@ -104,6 +105,23 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// NewBuildInfo returns the lockwarden_build_info gauge: always 1, with the build's version, git
+// commit and Go version as labels, so that a query can tell which build each replica runs (join
+// on it, or count the distinct versions during a rollout).
+func NewBuildInfo(info version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "lockwarden_build_info",
+		Help: "The running lockwarden build: always 1, labelled with its version, git commit and Go version.",
+		ConstLabels: prometheus.Labels{
+			"version":   info.Version,
+			"commit":    info.Commit,
+			"goversion": info.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // phaseCollector counts claims by phase when scraped.
