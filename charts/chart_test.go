@@ -63,12 +63,18 @@ func tool(t *testing.T, name string) string {
 // run runs a cached tool and returns its combined output and error.
 func run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
+	out, err := command(t, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// command prepares a cached tool to run with its caches and config in a temporary directory.
+func command(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(tool(t, name), args...)
 	// helm keeps caches and config under these; keep them out of the user's home.
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }
 
 // render runs helm template with the given extra arguments and returns the objects by kind/name.
