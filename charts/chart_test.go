@@ -63,12 +63,18 @@ func tool(t *testing.T, name string) string {
 // run runs a cached tool and returns its combined output and error.
 func run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
+	out, err := command(t, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// command prepares a cached tool to run with its caches and config in a temporary directory.
+func command(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(tool(t, name), args...)
 	// helm keeps caches and config under these; keep them out of the user's home.
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }
 
 // render runs helm template with the given extra arguments and returns the objects by kind/name.
@@ -177,6 +183,14 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"metrics.secure not a bool", []string{"metrics.secure=sometimes"}, "at '/metrics/secure': got string, want boolean"},
 		{"bad metrics certificate Secret name", []string{"metrics.tls.secretName=Not_A_Secret"}, "at '/metrics/tls/secretName'"},
 		{"ServiceMonitor authorization without credentials key", []string{"metrics.serviceMonitor.authorization.credentials.name=token"}, "missing property 'key'"},
+		{"unknown alert", []string{"metrics.prometheusRule.lockStolen.enabled=true"}, "additional properties 'lockStolen' not allowed"},
+		{"alert duration without a unit", []string{"metrics.prometheusRule.backendNotReady.for=5"}, "at '/metrics/prometheusRule/backendNotReady/for'"},
+		{"zero wait threshold", []string{"metrics.prometheusRule.claimsWaiting.thresholdSeconds=0"}, "at '/metrics/prometheusRule/claimsWaiting/thresholdSeconds': minimum"},
+		{"wait threshold under a second, as --set gives it", []string{"metrics.prometheusRule.claimsWaiting.thresholdSeconds=0.5"}, "at '/metrics/prometheusRule/claimsWaiting/thresholdSeconds'"},
+		{"negative lost holds threshold", []string{"metrics.prometheusRule.lostHolds.threshold=-1"}, "at '/metrics/prometheusRule/lostHolds/threshold': minimum"},
+		{"empty severity", []string{"metrics.prometheusRule.renewalFailures.severity="}, "at '/metrics/prometheusRule/renewalFailures/severity'"},
+		{"dashboard label that is not a label", []string{"metrics.grafanaDashboard.sidecarLabel=grafana dashboard"}, "at '/metrics/grafanaDashboard/sidecarLabel'"},
+		{"dashboard label value that is a number", []string{"metrics.grafanaDashboard.sidecarLabelValue=1"}, "at '/metrics/grafanaDashboard/sidecarLabelValue': got number, want string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", "lw", chart}
@@ -355,7 +369,8 @@ func TestDefaults(t *testing.T) {
 	t.Run("every option renders", func(t *testing.T) {
 		g := NewWithT(t)
 		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"))
-		g.Expect(objs.keys()).To(ContainElements("ServiceMonitor/lw-lockwarden", "LockBackend/redis-main", "LockBackend/etcd"))
+		g.Expect(objs.keys()).To(ContainElements("ServiceMonitor/lw-lockwarden", "LockBackend/redis-main", "LockBackend/etcd",
+			"PrometheusRule/lw-lockwarden", "ConfigMap/lw-lockwarden-dashboard"))
 		var d appsv1.Deployment
 		objs.get(t, "Deployment/lw-lockwarden", &d)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HavePrefix("registry.example.com/lockwarden@sha256:"))

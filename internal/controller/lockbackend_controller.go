@@ -32,6 +32,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
 // LockBackendReconciler probes each LockBackend and reports the result in its Ready condition.
@@ -42,6 +43,8 @@ type LockBackendReconciler struct {
 	Registry *registry.Registry
 	// Recorder emits BackendRecovered and BackendUnreachable events.
 	Recorder events.EventRecorder
+	// Metrics reports each backend's last probe in lockwarden_backend_ready.
+	Metrics *metrics.Metrics
 	// ProbeInterval is the time between probes of a ready backend (default 30 s); a failing one
 	// is probed three times as often.
 	ProbeInterval time.Duration
@@ -55,6 +58,7 @@ func (r *LockBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, lb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Registry.Forget(ctx, req.Name)
+			r.Metrics.BackendReady.DeleteLabelValues(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -74,6 +78,7 @@ func (r *LockBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		err = b.Ping(probeCtx)
 	}
 	setBackendReady(lb, err)
+	r.Metrics.BackendReady.WithLabelValues(lb.Name).Set(readyValue(lb))
 
 	if !equality.Semantic.DeepEqual(before.Status, lb.Status) {
 		if err := r.Status().Patch(ctx, lb, client.MergeFrom(before)); err != nil {
@@ -113,6 +118,15 @@ func (r *LockBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&locksv1alpha1.LockBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("lockbackend").
 		Complete(r)
+}
+
+// readyValue is lockwarden_backend_ready for lb: 1 when its Ready condition is True (a degraded
+// backend included), else 0.
+func readyValue(lb *locksv1alpha1.LockBackend) float64 {
+	if meta.IsStatusConditionTrue(lb.Status.Conditions, locksv1alpha1.ConditionReady) {
+		return 1
+	}
+	return 0
 }
 
 // hasReason tells whether lb's Ready condition has reason.

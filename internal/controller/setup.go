@@ -104,7 +104,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
-		ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {
+		Metrics: o.Metrics, ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the LockBackend controller: %w", err)
 	}
 	return nil

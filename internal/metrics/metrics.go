@@ -53,6 +53,10 @@ type Metrics struct {
 	HoldSeconds *prometheus.HistogramVec
 	// BackendCallSeconds observes the latency of every backend call by backend and operation.
 	BackendCallSeconds *prometheus.HistogramVec
+	// BackendReady is 1 for a LockBackend whose last probe succeeded (its Ready condition is
+	// True) and 0 for one whose last probe failed, by backend. Only the leader probes, so only
+	// the leader reports it; the series goes when the LockBackend is deleted.
+	BackendReady *prometheus.GaugeVec
 	// claimsByPhase reports the number of claims in each phase at scrape time.
 	claimsByPhase *phaseCollector
 }
@@ -88,6 +92,10 @@ func New(countClaims func(context.Context) (map[locksv1alpha1.ClaimPhase]int, er
 			Help:    "Latency of backend calls by backend and operation.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12), // 100 µs .. about 18 s
 		}, []string{"backend", "operation"}),
+		BackendReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockwarden_backend_ready",
+			Help: "Whether the LockBackend's last probe succeeded (1) or failed (0), by backend.",
+		}, []string{"backend"}),
 		claimsByPhase: &phaseCollector{count: countClaims, desc: prometheus.NewDesc(
 			"lockwarden_claims", "LockClaims by phase.", []string{"phase"}, nil)},
 	}
@@ -95,16 +103,22 @@ func New(countClaims func(context.Context) (map[locksv1alpha1.ClaimPhase]int, er
 
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds}
-	if m.claimsByPhase.count != nil {
-		cs = append(cs, m.claimsByPhase)
-	}
-	for _, c := range cs {
+	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// collectors are what Register adds: every collector, and the claims by phase when New was given
+// a way to count them.
+func (m *Metrics) collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady}
+	if m.claimsByPhase.count != nil {
+		cs = append(cs, m.claimsByPhase)
+	}
+	return cs
 }
 
 // NewBuildInfo returns the lockwarden_build_info gauge: always 1, with the build's version, git

@@ -21,7 +21,9 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -205,6 +207,33 @@ spec:
 		other := strings.TrimSpace(kubectl("create", "token", "-n", chartNamespace, "e2e-not-a-scraper"))
 		_, err = httpGetWithToken(metricsURL, other)
 		Expect(err).To(MatchError(ContainSubstring("403 Forbidden")))
+	})
+
+	It("prints install notes whose commands work when pasted into a shell", func() {
+		// The notes' shell snippets are their indented paragraphs (charts/notes_test.go checks
+		// them without a cluster); here they run for real, against this cluster and manager.
+		notes := helm.mustRun("get", "notes", chartRelease, "--namespace", chartNamespace)
+		var script strings.Builder
+		for _, p := range regexp.MustCompile(`\n[ \t]*\n`).Split(strings.Trim(notes, "\n"), -1) {
+			if strings.HasPrefix(p, "  ") {
+				script.WriteString(p + "\n")
+			}
+		}
+		Expect(script.String()).To(ContainSubstring("apply -f -"), "the notes:\n%s", notes)
+		DeferCleanup(func() {
+			_, _ = tryKubectl("delete", "namespace", "lock-demo", "--ignore-not-found", "--wait=false")
+			_, _ = tryKubectl("delete", "clusterrolebinding", "lockwarden-metrics-prometheus", "--ignore-not-found")
+		})
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script.String())
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "the notes' commands:\n%s\nprinted:\n%s", script.String(), out)
+		Expect(string(out)).To(ContainSubstring("lockclaim.locks.lockwarden.io/by-hand condition met"))
+		claim := &locksv1alpha1.LockClaim{}
+		Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: "lock-demo", Name: "by-hand"}, claim)).To(Succeed())
+		Expect(claim.Status.Phase).To(Equal(locksv1alpha1.ClaimHeld))
+		Expect(kubectl("get", "clusterrolebinding", "lockwarden-metrics-prometheus", "-o", "jsonpath={.roleRef.name}")).
+			To(Equal("lockwarden-metrics-reader"))
 	})
 
 	It("hands a Deployment's lock from pod to pod on contention, pod deletion and rollout", func() {

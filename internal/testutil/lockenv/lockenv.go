@@ -113,6 +113,16 @@ func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ..
 // Stop stops the control plane.
 func (cp *ControlPlane) Stop() error { return cp.env.Stop() }
 
+// Kubeconfig returns a kubeconfig for a new admin user (group system:masters) of the API server,
+// for command-line tools such as kubectl and helm.
+func (cp *ControlPlane) Kubeconfig() ([]byte, error) {
+	user, err := cp.env.AddUser(envtest.User{Name: "lockwarden-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return user.KubeConfig()
+}
+
 // ManagerOptions configure StartManager.
 type ManagerOptions struct {
 	// Namespace is the controller's namespace: the built-in backend's Leases and the Secrets
