@@ -164,21 +164,26 @@ func (p *Process) killLocked() error {
 		return nil
 	}
 	pid := p.cmd.Process.Pid
+	workers := descendants(pid)
 	_ = signalGroup(pid, syscall.SIGKILL) // works on a stopped process too
+	for _, w := range workers {
+		_ = syscall.Kill(w, syscall.SIGKILL) // those that left the group
+	}
 	select {
 	case <-p.exited:
 	case <-time.After(KillTimeout):
 		return fmt.Errorf("proc: %s (pid %d) did not exit within %s of SIGKILL", p.spec.Name, pid, KillTimeout)
 	}
 	p.cmd, p.exited = nil, nil
-	return waitGroupGone(p.spec.Name, pid)
+	return waitGroupGone(p.spec.Name, pid, workers)
 }
 
-// waitGroupGone waits until no process of the group that pid led runs any more, so that a
-// restart never meets the old server's workers (their ports, locks and shared memory).
-func waitGroupGone(name string, pid int) error {
+// waitGroupGone waits until no process of the group that pid led, and none of its workers, runs
+// any more, so that a restart never meets the old server's workers (their ports, locks and
+// shared memory).
+func waitGroupGone(name string, pid int, workers []int) error {
 	deadline := time.Now().Add(KillTimeout)
-	for groupAlive(pid) {
+	for groupAlive(pid) || alive(workers) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("proc: processes of %s's group (pid %d) still run %s after SIGKILL", name, pid, KillTimeout)
 		}
@@ -202,7 +207,7 @@ func (p *Process) Stop(grace time.Duration) error {
 		pid := p.cmd.Process.Pid
 		_ = signalGroup(pid, syscall.SIGKILL)
 		p.cmd, p.exited = nil, nil
-		return waitGroupGone(p.spec.Name, pid)
+		return waitGroupGone(p.spec.Name, pid, nil)
 	case <-time.After(grace):
 	}
 	return p.killLocked()

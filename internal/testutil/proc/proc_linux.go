@@ -31,11 +31,12 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// groupAlive tells whether a process of group pgid is still running (zombies, which hold no
-// resources, do not count). A killed server's workers die a moment after it: a PostgreSQL
-// restarted before its old backends are gone refuses to start, their shared memory still
-// attached.
-func groupAlive(pgid int) bool {
+// process is one running process of the process table.
+type process struct{ pid, ppid, pgid int }
+
+// running lists the processes that run (zombies, which hold no resources, are left out).
+func running() []process {
+	var out []process
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range stats {
 		b, err := os.ReadFile(path)
@@ -52,7 +53,59 @@ func groupAlive(pgid int) bool {
 		if len(fields) < 3 || string(fields[0]) == "Z" {
 			continue
 		}
-		if g, err := strconv.Atoi(string(fields[2])); err == nil && g == pgid {
+		pid, err1 := strconv.Atoi(string(bytes.Fields(b[:i])[0]))
+		ppid, err2 := strconv.Atoi(string(fields[1]))
+		pgid, err3 := strconv.Atoi(string(fields[2]))
+		if err1 == nil && err2 == nil && err3 == nil {
+			out = append(out, process{pid, ppid, pgid})
+		}
+	}
+	return out
+}
+
+// groupAlive tells whether a process of group pgid is still running. A killed server's workers
+// die a moment after it: a PostgreSQL restarted before its old backends are gone refuses to
+// start, their shared memory still attached.
+func groupAlive(pgid int) bool {
+	for _, p := range running() {
+		if p.pgid == pgid {
+			return true
+		}
+	}
+	return false
+}
+
+// descendants lists the running descendants of pid, whatever their process group: PostgreSQL's
+// backends call setsid() and so leave the server's group, where a signal to the group does not
+// reach them. Read before the server is killed, since its orphans are then adopted by init.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	for _, p := range running() {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	var out []int
+	for next := []int{pid}; len(next) > 0; {
+		parent := next[0]
+		next = next[1:]
+		for _, c := range children[parent] {
+			out = append(out, c)
+			next = append(next, c)
+		}
+	}
+	return out
+}
+
+// alive tells whether any of pids still runs.
+func alive(pids []int) bool {
+	if len(pids) == 0 {
+		return false
+	}
+	set := map[int]bool{}
+	for _, p := range pids {
+		set[p] = true
+	}
+	for _, p := range running() {
+		if set[p.pid] {
 			return true
 		}
 	}

@@ -26,3 +26,9 @@ func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: t
 
 // groupAlive cannot look into other systems' process tables; Kill relies on the leader's exit.
 func groupAlive(int) bool { return false }
+
+// descendants cannot look into other systems' process tables either.
+func descendants(int) []int { return nil }
+
+// alive: see descendants.
+func alive([]int) bool { return false }

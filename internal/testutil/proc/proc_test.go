@@ -90,6 +90,35 @@ func TestProcessLifecycle(t *testing.T) {
 	g.Expect(p.LogTail(4000)).To(And(ContainSubstring("started\nstarted"), ContainSubstring("bye")), "both runs and the clean exit are logged")
 }
 
+// A worker that left the server's process group (PostgreSQL's backends call setsid()) is killed
+// and waited for too: one that lingers keeps the old server's shared memory, and a restart fails.
+func TestKillReachesWorkersOutsideTheGroup(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	workerPID := filepath.Join(dir, "worker.pid")
+	p, err := proc.Start(proc.Spec{
+		Name:    "fake-server",
+		Path:    "/bin/sh",
+		Args:    []string{"-c", "setsid sh -c 'echo $$ > " + workerPID + "; exec sleep 300' & wait"},
+		LogFile: filepath.Join(dir, "server.log"),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = p.Kill() })
+	var worker int
+	g.Eventually(func() error {
+		b, err := os.ReadFile(workerPID)
+		if err != nil {
+			return err
+		}
+		worker, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	}, 10*time.Second, 10*time.Millisecond).Should(Succeed())
+	g.Eventually(func() bool { return running(worker) }).Should(BeTrue())
+
+	g.Expect(p.Kill()).To(Succeed())
+	g.Expect(running(worker)).To(BeFalse(), "Kill returns once the worker outside the group is gone too")
+}
+
 // WaitTCP returns once the port listens, and fails at once when the server exits first.
 func TestWaitTCP(t *testing.T) {
 	g := NewWithT(t)
