@@ -16,7 +16,7 @@ limitations under the License.
 
 // Command lockctl asks lockwarden for distributed locks from init containers, scripts and
 // shells: acquire (for its own pod), run (hold a lock while a command runs), wait, release and
-// status. See docs/lockctl.md.
+// status. Installed as kubectl-lock it is the kubectl plugin `kubectl lock`. See docs/lockctl.md.
 package main
 
 import (
@@ -26,6 +26,6 @@ import (
 )
 
 func main() {
-	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, prog: programName(os.Args[0])}
 	os.Exit(a.main(os.Args[1:]))
 }
