@@ -22,10 +22,16 @@ package main
 import (
 	"os"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
 )
 
 func main() {
+	// A failure is one line on stderr; client-go's logs of what it retries (a watch the API server
+	// ended or refused) are not failures.
+	klog.SetLogger(logr.Discard())
 	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, prog: programName(os.Args[0])}
 	os.Exit(a.main(os.Args[1:]))
 }
