@@ -115,9 +115,17 @@ cluster-down: ## Stop the local cluster.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and lockctl binaries into bin/, stamped with VERSION and the git commit.
+build: kubectl-plugin ## Build the manager, lockctl and the kubectl plugin kubectl-lock into bin/, stamped with VERSION and the git commit.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
+
+.PHONY: kubectl-plugin
+kubectl-plugin: ## Build bin/lockctl and its copy bin/kubectl-lock, the kubectl plugin `kubectl lock` (put it on PATH).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/lockctl ./cmd/lockctl
+	cp bin/lockctl bin/kubectl-lock
+
+.PHONY: krew
+krew: ## Build the kubectl-lock archives of release VERSION and fill in its krew manifest, for URL_BASE: bin/krew/.
+	hack/krew/release.sh "$(VERSION)" "$(URL_BASE)"
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.

@@ -19,179 +19,93 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
-
-const usage = `lockctl asks lockwarden for distributed locks (docs/lockctl.md).
-
-Usage:
-  lockctl acquire --lock NAME [--timeout D] [--token-file PATH]   take a lock for this pod (init container)
-  lockctl run --lock NAME [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]
-                                                                  hold a lock while COMMAND runs
-  lockctl wait CLAIM [--timeout D] [--token-file PATH]            wait until a LockClaim holds its lock
-  lockctl release CLAIM | --lock NAME [--timeout D]               delete a claim, releasing its lock
-  lockctl status [LOCK] [-o text|json|yaml]                       holder, token, expiry and queue
-  lockctl version [-o text|json|yaml]                             lockctl's version, commit and Go version
-
-Every command but version takes -n/--namespace, --kubeconfig, --context and --as.
-Exit codes: 0 ok, 1 error, 2 usage, 3 timed out, 4 claim failed (lock, pod or claim missing,
-forbidden), 5 lock lost during run; run otherwise exits with its command's code.
-`
 
 // app is one lockctl invocation.
 type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	// synopsis is the running command's usage line.
-	synopsis string
+	// prog is what lockctl was invoked as, for help and messages: "lockctl", or "kubectl lock"
+	// as a kubectl plugin (programName). Empty means "lockctl".
+	prog string
+}
+
+// programName is the name to show for a binary invoked as argv0: "kubectl lock" for the kubectl
+// plugin kubectl-lock (kubectl runs a plugin kubectl-a-b for `kubectl a b`), else "lockctl".
+func programName(argv0 string) string {
+	if plugin, ok := strings.CutPrefix(filepath.Base(argv0), "kubectl-"); ok && plugin != "" {
+		return "kubectl " + strings.ReplaceAll(plugin, "-", " ")
+	}
+	return "lockctl"
+}
+
+// name is what lockctl was invoked as.
+func (a *app) name() string {
+	if a.prog == "" {
+		return "lockctl"
+	}
+	return a.prog
 }
 
 // main runs the command in args and returns the exit code.
 func (a *app) main(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(a.stderr, "lockctl: missing command (acquire, run, wait, release, status or version); run lockctl --help")
-		return exitUsage
+	if len(args) > 0 && args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...) // as kubectl and most tools answer it
 	}
-	cmd, rest := args[0], args[1:]
-	commands := map[string]func([]string) error{
-		"acquire": a.acquire,
-		"run":     a.run,
-		"wait":    a.wait,
-		"release": a.release,
-		"status":  a.status,
-		"version": a.version,
-	}
-	switch cmd {
-	case "-h", "--help", "help":
-		fmt.Fprint(a.stdout, usage)
-		return exitOK
-	case "--version":
-		cmd = "version"
-	}
-	run, ok := commands[cmd]
-	if !ok {
-		fmt.Fprintf(a.stderr, "lockctl: unknown command %q; run lockctl --help\n", cmd)
-		return exitUsage
-	}
-	err := run(rest)
+	return a.execute(a.rootCommand(), args)
+}
+
+// execute runs the command tree root with args, prints a failure as one line on stderr, and
+// returns the exit code.
+func (a *app) execute(root *cobra.Command, args []string) int {
+	// Until a command runs, every error is cobra's complaint about the command line.
+	parsed := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { parsed = true }
+	root.SetArgs(goFlagStyle(root, args))
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SilenceErrors, root.SilenceUsage = true, true
+	cmd, err := root.ExecuteC()
+
 	var code exitStatus
+	var usage *usageError
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil:
 		return exitOK
 	case errors.As(err, &code):
 		return int(code) // run: the command's own exit code
-	case err != nil:
-		fmt.Fprintln(a.stderr, errorLine(cmd, err))
+	case !parsed && !errors.As(err, &usage):
+		err = &usageError{msg: err.Error()}
 	}
+	fmt.Fprintln(a.stderr, errorLine(a.name(), subcommand(root, cmd), err))
 	return exitCode(err)
+}
+
+// subcommand is cmd's path below root ("acquire", "completion"); "" for root itself.
+func subcommand(root, cmd *cobra.Command) string {
+	if cmd == nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimPrefix(cmd.CommandPath(), root.CommandPath()))
 }
 
 // exitStatus is an exit code to return as is (run's command's).
 type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-// kubeFlags are the connection flags every command takes.
-type kubeFlags struct {
-	namespace, kubeconfig, context, as string
-}
-
-func (k *kubeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.namespace, "namespace", "", "Namespace of the lock and claims (default: POD_NAMESPACE, else the kubeconfig's, else the pod's)")
-	fs.StringVar(&k.namespace, "n", "", "Shorthand for --namespace")
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to a kubeconfig (default: KUBECONFIG, else in-cluster, else ~/.kube/config)")
-	fs.StringVar(&k.context, "context", "", "The kubeconfig context to use")
-	fs.StringVar(&k.as, "as", "", "User to impersonate, e.g. system:serviceaccount:NS:NAME")
-}
-
-// newFlagSet returns a flag set whose errors and help lockctl prints itself; synopsis is the
-// usage line for -h.
-func (a *app) newFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	a.synopsis = synopsis
-	return fs
-}
-
-// parseArgs parses args with fs and returns the positional arguments. Flags may follow positional
-// arguments unless stopAtFirst is set (run: the command starts at the first positional argument);
-// everything after "--" is positional. -h prints the usage and returns flag.ErrHelp.
-func (a *app) parseArgs(fs *flag.FlagSet, args []string, stopAtFirst bool) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(a.stdout, "Usage: lockctl %s\n\nFlags:\n", a.synopsis)
-				fs.SetOutput(a.stdout)
-				fs.PrintDefaults()
-				return nil, err
-			}
-			return nil, usagef("%s: %v", fs.Name(), err)
-		}
-		rest := fs.Args()
-		consumed := len(args) - len(rest)
-		if len(rest) == 0 || stopAtFirst || (consumed > 0 && args[consumed-1] == "--") {
-			return append(positional, rest...), nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-}
-
-// connect builds a lockclient for the flags: a kubeconfig when one is named (--kubeconfig,
-// --context or KUBECONFIG), else the in-cluster config, else ~/.kube/config. It also works out the
-// namespace.
-func (a *app) connect(k *kubeFlags) (*lockclient.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.context}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-
-	var cfg *rest.Config
-	var err error
-	named := k.kubeconfig != "" || k.context != "" || a.getenv("KUBECONFIG") != ""
-	if !named {
-		cfg, err = rest.InClusterConfig()
-	}
-	if named || err != nil {
-		if cfg, err = loader.ClientConfig(); err != nil {
-			return nil, "", fmt.Errorf("no Kubernetes config (run in a pod, or set --kubeconfig or KUBECONFIG): %w", err)
-		}
-	}
-	if k.as != "" {
-		cfg.Impersonate.UserName = k.as
-	}
-	cfg.UserAgent = "lockctl"
-
-	ns := k.namespace
-	if ns == "" {
-		ns = a.getenv("POD_NAMESPACE")
-	}
-	if ns == "" {
-		if ns, _, err = loader.Namespace(); err != nil || ns == "" {
-			ns = "default"
-		}
-	}
-	c, err := lockclient.New(cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	return c, ns, nil
-}
 
 // podFromEnv is lockctl's own pod, from the downward API environment; nil outside a pod.
 func (a *app) podFromEnv() *lockclient.Pod {
@@ -205,9 +119,9 @@ func (a *app) podFromEnv() *lockclient.Pod {
 // checkPodNamespace rejects a --namespace other than the pod's: a claim for a pod lives in the
 // pod's namespace.
 func (a *app) checkPodNamespace(k *kubeFlags) error {
-	podNS := a.getenv("POD_NAMESPACE")
-	if k.namespace != "" && podNS != "" && k.namespace != podNS {
-		return usagef("--namespace %s differs from POD_NAMESPACE %s: a claim for a pod lives in the pod's namespace", k.namespace, podNS)
+	ns, podNS := *k.Namespace, a.getenv("POD_NAMESPACE")
+	if ns != "" && podNS != "" && ns != podNS {
+		return usagef("--namespace %s differs from POD_NAMESPACE %s: a claim for a pod lives in the pod's namespace", ns, podNS)
 	}
 	return nil
 }

@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -56,21 +58,29 @@ func TestParseArgs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
-			fs := a.newFlagSet("test", "test")
-			lock := fs.String("lock", "", "")
-			pos, err := a.parseArgs(fs, tc.args, tc.stopAtFirst)
+			var stderr bytes.Buffer
+			a := &app{stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(string) string { return "" }}
+			var lock string
+			var pos []string
+			test := &cobra.Command{Use: "test", RunE: func(_ *cobra.Command, args []string) error { pos = args; return nil }}
+			test.Flags().StringVar(&lock, "lock", "", "")
+			if tc.stopAtFirst {
+				argsAreCommand(test)
+			}
+			root := &cobra.Command{Use: "lockctl"}
+			root.AddCommand(test)
+			code := a.execute(root, append([]string{"test"}, tc.args...))
 			if tc.wantErr {
-				if exitCode(err) != exitUsage {
-					t.Fatalf("want a usage error, got %v", err)
+				if code != exitUsage {
+					t.Fatalf("want a usage error, got exit code %d (stderr %q)", code, stderr.String())
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
+			if code != exitOK {
+				t.Fatalf("exit code %d (stderr %q)", code, stderr.String())
 			}
-			if *lock != tc.wantLock || fmt.Sprint(pos) != fmt.Sprint(tc.wantPos) {
-				t.Fatalf("got lock %q positionals %q, want %q %q", *lock, pos, tc.wantLock, tc.wantPos)
+			if lock != tc.wantLock || fmt.Sprint(pos) != fmt.Sprint(tc.wantPos) {
+				t.Fatalf("got lock %q positionals %q, want %q %q", lock, pos, tc.wantLock, tc.wantPos)
 			}
 		})
 	}
@@ -100,7 +110,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{args: []string{"status", "-o", "xml"}, want: `lockctl: --output must be text, json or yaml, not "xml"`},
 		{args: []string{"version", "extra"}, want: `lockctl: version takes no arguments, got ["extra"]; see lockctl version -h`},
 		{args: []string{"version", "-o", "xml"}, want: `lockctl: --output must be text, json or yaml, not "xml"`},
-		{args: []string{"version", "--namespace", "a"}, want: "lockctl: version: flag provided but not defined: -namespace"},
+		{args: []string{"version", "--lock", "db"}, want: "lockctl: version: unknown flag: --lock"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -167,7 +177,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		if tc.err == nil {
 			continue
 		}
-		if got := errorLine(tc.cmd, tc.err); !strings.HasPrefix(got, tc.line) || strings.Contains(got, "\n") {
+		if got := errorLine("lockctl", tc.cmd, tc.err); !strings.HasPrefix(got, tc.line) || strings.Contains(got, "\n") {
 			t.Errorf("errorLine(%s, %v) =\n  %q\nwant prefix\n  %q", tc.cmd, tc.err, got, tc.line)
 		}
 	}

@@ -20,117 +20,181 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
-// acquire takes a lock for lockctl's own pod and waits for it: the init-container command.
-func (a *app) acquire(args []string) error {
-	fs := a.newFlagSet("acquire", "acquire --lock NAME [--timeout D] [--token-file PATH]")
-	lock := fs.String("lock", "", "Name of the DistributedLock (required)")
-	timeout := fs.Duration("timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
-	tokenFile := fs.String("token-file", "", "Write the fencing token to this file")
-	var k kubeFlags
-	k.register(fs)
-	rest, err := a.parseArgs(fs, args, false)
+// acquireCommand takes a lock for lockctl's own pod and waits for it: the init-container command.
+func (a *app) acquireCommand(k *kubeFlags) *cobra.Command {
+	var o acquireOptions
+	cmd := &cobra.Command{
+		Use:   "acquire --lock NAME [--timeout D] [--token-file PATH]",
+		Short: "Take a lock for this pod and wait for it (init containers)",
+		Long: `Take a lock for this pod and wait for it: the init-container command. The claim is the pod's,
+named by the downward API (POD_NAME, POD_NAMESPACE, POD_UID); the controller releases the lock
+when the pod ends. A restarted init container finds its claim again.`,
+		Example:           fmt.Sprintf("  %s acquire --lock db-migrate --timeout 15m --token-file /lock/token", a.name()),
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.acquire(k, &o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
+	f.DurationVar(&o.timeout, "timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
+	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
+	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
+	return cmd
+}
+
+// acquireOptions are acquire's flags.
+type acquireOptions struct {
+	lock, tokenFile string
+	timeout         time.Duration
+}
+
+// acquire takes the lock for lockctl's own pod.
+func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	switch {
-	case err != nil:
-		return err
-	case len(rest) > 0:
-		return usagef("acquire takes no arguments, got %q", rest)
-	case *lock == "":
+	case len(args) > 0:
+		return usagef("acquire takes no arguments, got %q", args)
+	case o.lock == "":
 		return usagef("--lock is required")
-	case *timeout < 0:
+	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
 	}
 	pod := a.podFromEnv()
 	if pod == nil {
-		return usagef("POD_NAME is not set: acquire takes the lock for its own pod, named by the downward API (POD_NAME, POD_NAMESPACE, POD_UID); use lockctl run outside a pod")
+		return usagef("POD_NAME is not set: acquire takes the lock for its own pod, named by the downward API (POD_NAME, POD_NAMESPACE, POD_UID); use %s run outside a pod", a.name())
 	}
-	if err := a.checkPodNamespace(&k); err != nil {
+	if err := a.checkPodNamespace(k); err != nil {
 		return err
 	}
-	c, ns, err := a.connect(&k)
+	c, ns, err := a.connect(k)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: *lock, Pod: pod, Timeout: *timeout})
+	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}
-	return a.acquired(res, *tokenFile)
+	return a.acquired(res, o.tokenFile)
 }
 
-// wait waits until an existing claim holds its lock.
-func (a *app) wait(args []string) error {
-	fs := a.newFlagSet("wait", "wait CLAIM [--timeout D] [--token-file PATH]")
-	timeout := fs.Duration("timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
-	tokenFile := fs.String("token-file", "", "Write the fencing token to this file")
-	var k kubeFlags
-	k.register(fs)
-	rest, err := a.parseArgs(fs, args, false)
+// waitCommand waits until an existing claim holds its lock.
+func (a *app) waitCommand(k *kubeFlags) *cobra.Command {
+	var o waitOptions
+	cmd := &cobra.Command{
+		Use:   "wait CLAIM [--timeout D] [--token-file PATH]",
+		Short: "Wait until a LockClaim holds its lock",
+		Long: `Wait until the LockClaim CLAIM holds its lock, and print what acquire prints. It creates and
+deletes nothing, and fails at once (exit code 4) when the claim cannot be granted.`,
+		Example:           fmt.Sprintf("  %s wait maintenance-window -n team-a --timeout 10m", a.name()),
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: firstArg(a.completeNames(k, "LockClaim")),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.wait(k, &o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.timeout, "timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
+	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
+	return cmd
+}
+
+// waitOptions are wait's flags.
+type waitOptions struct {
+	tokenFile string
+	timeout   time.Duration
+}
+
+// wait waits until the claim in args holds its lock.
+func (a *app) wait(k *kubeFlags, o *waitOptions, args []string) error {
 	switch {
-	case err != nil:
-		return err
-	case len(rest) != 1:
+	case len(args) != 1:
 		return usagef("wait takes one LockClaim name")
-	case *timeout < 0:
+	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
 	}
-	c, ns, err := a.connect(&k)
+	c, ns, err := a.connect(k)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	ctx, cancelTimeout := withTimeout(ctx, *timeout)
+	ctx, cancelTimeout := withTimeout(ctx, o.timeout)
 	defer cancelTimeout()
-	res, err := c.Wait(ctx, ns, rest[0])
+	res, err := c.Wait(ctx, ns, args[0])
 	if err != nil {
 		return err
 	}
-	return a.acquired(res, *tokenFile)
+	return a.acquired(res, o.tokenFile)
 }
 
-// release deletes a claim (by name, or with --lock this pod's claim for the lock) and waits until
-// the controller has released the lock.
-func (a *app) release(args []string) error {
-	fs := a.newFlagSet("release", "release CLAIM | --lock NAME [--timeout D]")
-	lock := fs.String("lock", "", "Release this pod's claim for this lock (POD_NAME, POD_UID) instead of a named claim")
-	timeout := fs.Duration("timeout", 30*time.Second, "How long to wait for the controller to release the lock, exit code 3 (0 waits forever)")
-	var k kubeFlags
-	k.register(fs)
-	rest, err := a.parseArgs(fs, args, false)
+// releaseCommand deletes a claim (by name, or with --lock this pod's claim for the lock) and waits
+// until the controller has released the lock.
+func (a *app) releaseCommand(k *kubeFlags) *cobra.Command {
+	var o releaseOptions
+	cmd := &cobra.Command{
+		Use:   "release CLAIM | --lock NAME [--timeout D]",
+		Short: "Delete a claim, releasing its lock",
+		Long: `Delete the LockClaim CLAIM, or with --lock this pod's claim for the lock (POD_NAME, POD_UID),
+and wait until the controller has released the lock. A claim that is gone counts as released.`,
+		Example: fmt.Sprintf(`  %[1]s release --lock db-migrate          # in a pod: its claim
+  %[1]s release nightly-migration-8x2kq -n team-a`, a.name()),
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: firstArg(a.completeNames(k, "LockClaim")),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.release(k, &o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.lock, "lock", "", "Release this pod's claim for this lock (POD_NAME, POD_UID) instead of a named claim")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "How long to wait for the controller to release the lock, exit code 3 (0 waits forever)")
+	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
+	return cmd
+}
+
+// releaseOptions are release's flags.
+type releaseOptions struct {
+	lock    string
+	timeout time.Duration
+}
+
+// release deletes the claim in args, or this pod's claim for --lock, and waits until the
+// controller has released the lock.
+func (a *app) release(k *kubeFlags, o *releaseOptions, args []string) error {
 	switch {
-	case err != nil:
-		return err
-	case *lock == "" && len(rest) != 1, *lock != "" && len(rest) != 0:
+	case o.lock == "" && len(args) != 1, o.lock != "" && len(args) != 0:
 		return usagef("release takes either one LockClaim name or --lock")
-	case *timeout < 0:
+	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
 	}
 	pod := a.podFromEnv()
-	if *lock != "" {
+	if o.lock != "" {
 		if pod == nil {
 			return usagef("--lock releases this pod's claim, but POD_NAME is not set; give the claim's name instead")
 		}
-		if err := a.checkPodNamespace(&k); err != nil {
+		if err := a.checkPodNamespace(k); err != nil {
 			return err
 		}
 	}
-	c, ns, err := a.connect(&k)
+	c, ns, err := a.connect(k)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	ctx, cancelTimeout := withTimeout(ctx, *timeout)
+	ctx, cancelTimeout := withTimeout(ctx, o.timeout)
 	defer cancelTimeout()
 	name := ""
-	if len(rest) == 1 {
-		name = rest[0]
-	} else if name, err = c.PodClaim(ctx, ns, *pod, *lock); err != nil {
+	if len(args) == 1 {
+		name = args[0]
+	} else if name, err = c.PodClaim(ctx, ns, *pod, o.lock); err != nil {
 		return err
 	}
 	if err := c.Release(ctx, ns, name); err != nil {

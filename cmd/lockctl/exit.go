@@ -62,8 +62,9 @@ func exitCode(err error) int {
 	return exitError
 }
 
-// errorLine is the one line lockctl prints to stderr for err: what went wrong and what to do.
-func errorLine(cmd string, err error) string {
+// errorLine is the one line that lockctl, invoked as prog ("lockctl", "kubectl lock"), prints to
+// stderr for err from its command cmd ("acquire"; "" for none): what went wrong and what to do.
+func errorLine(prog, cmd string, err error) string {
 	var usage *usageError
 	var lerr *lockclient.Error
 	ns, lock := "NAMESPACE", "LOCK"
@@ -77,14 +78,16 @@ func errorLine(cmd string, err error) string {
 	}
 	var hint string
 	switch {
+	case errors.As(err, &usage) && cmd == "":
+		hint = fmt.Sprintf("run %s --help", prog)
 	case errors.As(err, &usage):
-		hint = fmt.Sprintf("see lockctl %s -h", cmd)
+		hint = fmt.Sprintf("see %s %s -h", prog, cmd)
 	case errors.Is(err, lockclient.ErrLost):
 		hint = "its fencing token is stale; the command was stopped"
 	case errors.Is(err, lockclient.ErrTimedOut) && cmd == "release":
 		hint = "check that the lockwarden controller is running"
 	case errors.Is(err, lockclient.ErrTimedOut):
-		hint = fmt.Sprintf("raise --timeout, or see who holds the lock: lockctl status %s -n %s", lock, ns)
+		hint = fmt.Sprintf("raise --timeout, or see who holds the lock: %s status %s -n %s", prog, lock, ns)
 	case errors.Is(err, lockclient.ErrLockNotFound):
 		hint = "create the DistributedLock or fix --lock"
 	case errors.Is(err, lockclient.ErrPodNotFound) && cmd == "acquire":
@@ -100,12 +103,12 @@ func errorLine(cmd string, err error) string {
 	case errors.Is(err, lockclient.ErrClaimNotFound):
 		hint = fmt.Sprintf("list the claims with: kubectl get lockclaims -n %s", ns)
 	case errors.Is(err, lockclient.ErrClaimEnded):
-		hint = "run lockctl again to queue a new claim"
+		hint = fmt.Sprintf("run %s again to queue a new claim", prog)
 	}
 	if errors.Is(err, context.Canceled) && lerr == nil {
-		return "lockctl: interrupted by a signal"
+		return prog + ": interrupted by a signal"
 	}
-	line := "lockctl: " + err.Error()
+	line := prog + ": " + err.Error()
 	if hint != "" {
 		line += "; " + hint
 	}

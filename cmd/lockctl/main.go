@@ -16,16 +16,23 @@ limitations under the License.
 
 // Command lockctl asks lockwarden for distributed locks from init containers, scripts and
 // shells: acquire (for its own pod), run (hold a lock while a command runs), wait, release,
-// status and version. See docs/lockctl.md.
+// status and version. Installed as kubectl-lock it is the kubectl plugin `kubectl lock`. See
+// docs/lockctl.md.
 package main
 
 import (
 	"os"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
 )
 
 func main() {
-	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	// A failure is one line on stderr; client-go's logs of what it retries (a watch the API server
+	// ended or refused) are not failures.
+	klog.SetLogger(logr.Discard())
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, prog: programName(os.Args[0])}
 	os.Exit(a.main(os.Args[1:]))
 }

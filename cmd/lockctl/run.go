@@ -27,47 +27,70 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
-// run holds a lock while a command runs. In a pod (POD_NAME set) the claim is the pod's, as
-// acquire's, so that the lock goes with the pod even if lockctl is killed; elsewhere the claim is
-// detached. The command gets the token in LOCKWARDEN_FENCING_TOKEN; the claim is deleted when the
-// command ends. If the lock is lost meanwhile, the command gets SIGTERM, then SIGKILL after
+// runCommand holds a lock while a command runs. In a pod (POD_NAME set) the claim is the pod's,
+// as acquire's, so that the lock goes with the pod even if lockctl is killed; elsewhere the claim
+// is detached. The command gets the token in LOCKWARDEN_FENCING_TOKEN; the claim is deleted when
+// the command ends. If the lock is lost meanwhile, the command gets SIGTERM, then SIGKILL after
 // --grace, and lockctl exits with exitLockLost.
-func (a *app) run(args []string) error {
-	fs := a.newFlagSet("run", "run --lock NAME [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]")
-	lock := fs.String("lock", "", "Name of the DistributedLock (required)")
-	timeout := fs.Duration("timeout", 0, "Give up waiting for the lock after this long, exit code 3 (0 waits forever)")
-	grace := fs.Duration("grace", 10*time.Second, "After the lock is lost, how long the command has between SIGTERM and SIGKILL")
-	tokenFile := fs.String("token-file", "", "Also write the fencing token to this file")
-	var k kubeFlags
-	k.register(fs)
-	command, err := a.parseArgs(fs, args, true)
+func (a *app) runCommand(k *kubeFlags) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run --lock NAME [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]",
+		Short: "Hold a lock while a command runs",
+		Long: `Take the lock, run COMMAND with the fencing token in LOCKWARDEN_FENCING_TOKEN, release the lock
+when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM,
+SIGKILL after --grace, and the exit code is 5. Flags end at COMMAND; "--" before it is optional.`,
+		Example: fmt.Sprintf("  %s run --lock nightly-migration -n team-a --timeout 10m -- ./migrate.sh", a.name()),
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.run(k, &o, args)
+		},
+	}
+	argsAreCommand(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
+	f.DurationVar(&o.timeout, "timeout", 0, "Give up waiting for the lock after this long, exit code 3 (0 waits forever)")
+	f.DurationVar(&o.grace, "grace", 10*time.Second, "After the lock is lost, how long the command has between SIGTERM and SIGKILL")
+	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
+	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
+	return cmd
+}
+
+// runOptions are run's flags.
+type runOptions struct {
+	lock, tokenFile string
+	timeout, grace  time.Duration
+}
+
+// run takes the lock, runs command under supervise and releases the lock.
+func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	switch {
-	case err != nil:
-		return err
 	case len(command) == 0:
-		return usagef("run needs a command: lockctl run --lock NAME -- COMMAND [ARG...]")
-	case *lock == "":
+		return usagef("run needs a command: %s run --lock NAME -- COMMAND [ARG...]", a.name())
+	case o.lock == "":
 		return usagef("--lock is required")
-	case *timeout < 0 || *grace < 0:
+	case o.timeout < 0 || o.grace < 0:
 		return usagef("--timeout and --grace must not be negative")
 	}
 	pod := a.podFromEnv()
 	if pod != nil {
-		if err := a.checkPodNamespace(&k); err != nil {
+		if err := a.checkPodNamespace(k); err != nil {
 			return err
 		}
 	}
-	c, ns, err := a.connect(&k)
+	c, ns, err := a.connect(k)
 	if err != nil {
 		return err
 	}
 
 	// Until the command starts, a signal just stops the wait (and Acquire deletes the claim).
 	ctx, cancel := signalContext()
-	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: *lock, Pod: pod, Timeout: *timeout})
+	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
 	cancel()
 	if err != nil {
 		return err
@@ -76,11 +99,11 @@ func (a *app) run(args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := c.Release(ctx, ns, res.Claim); err != nil {
-			fmt.Fprintln(a.stderr, errorLine("release", err))
+			fmt.Fprintln(a.stderr, errorLine(a.name(), "release", err))
 		}
 	}
-	if *tokenFile != "" {
-		if err := writeTokenFile(*tokenFile, res.FencingToken); err != nil {
+	if o.tokenFile != "" {
+		if err := writeTokenFile(o.tokenFile, res.FencingToken); err != nil {
 			release()
 			return err
 		}
@@ -99,13 +122,13 @@ func (a *app) run(args []string) error {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
-	fmt.Fprintln(a.stderr, "lockctl: "+acquiredLine(res))
+	fmt.Fprintln(a.stderr, a.name()+": "+acquiredLine(res))
 	if err := cmd.Start(); err != nil {
 		release()
 		return fmt.Errorf("starting %s: %w", command[0], err)
 	}
 
-	code, lostErr := supervise(cmd, signals, *grace, func(ctx context.Context) error {
+	code, lostErr := supervise(cmd, signals, o.grace, func(ctx context.Context) error {
 		return c.WaitLost(ctx, ns, res.Claim)
 	})
 	release()

@@ -24,29 +24,42 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
-// status prints who holds a lock (or every lock of the namespace) and who waits for it.
-func (a *app) status(args []string) error {
-	fs := a.newFlagSet("status", "status [LOCK] [-o text|json|yaml]")
+// statusCommand prints who holds a lock (or every lock of the namespace) and who waits for it.
+func (a *app) statusCommand(k *kubeFlags) *cobra.Command {
 	var output string
-	fs.StringVar(&output, "output", "text", "Output format: text, json or yaml")
-	fs.StringVar(&output, "o", "text", "Shorthand for --output")
-	var k kubeFlags
-	k.register(fs)
-	rest, err := a.parseArgs(fs, args, false)
+	cmd := &cobra.Command{
+		Use:   "status [LOCK] [-o text|json|yaml]",
+		Short: "Show who holds a lock and who waits for it",
+		Long: `Show a lock's backend, holder, fencing token, expiry and queue in grant order; without LOCK, a
+table of every lock in the namespace (this needs list on distributedlocks).`,
+		Example: fmt.Sprintf(`  %[1]s status db-migrate -n team-a
+  %[1]s status -n team-a -o yaml`, a.name()),
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: firstArg(a.completeNames(k, "DistributedLock")),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.status(k, output, args)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// status prints the status of the lock in args, or of every lock of the namespace.
+func (a *app) status(k *kubeFlags, output string, rest []string) error {
 	switch {
-	case err != nil:
-		return err
 	case len(rest) > 1:
 		return usagef("status takes at most one lock name")
 	case output != "text" && output != "json" && output != "yaml":
 		return usagef("--output must be text, json or yaml, not %q", output)
 	}
-	c, ns, err := a.connect(&k)
+	c, ns, err := a.connect(k)
 	if err != nil {
 		return err
 	}

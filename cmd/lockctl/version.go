@@ -20,21 +20,32 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockwarden/lockwarden/internal/version"
 )
 
-// version prints which build of lockctl this is. It needs no cluster.
-func (a *app) version(args []string) error {
-	fs := a.newFlagSet("version", "version [-o text|json|yaml]")
+// versionCommand prints which build of lockctl this is. It needs no cluster.
+func (a *app) versionCommand() *cobra.Command {
 	var output string
-	fs.StringVar(&output, "output", "text", "Output format: text, json or yaml")
-	fs.StringVar(&output, "o", "text", "Shorthand for --output")
-	rest, err := a.parseArgs(fs, args, false)
+	cmd := &cobra.Command{
+		Use:   "version [-o text|json|yaml]",
+		Short: "Print lockctl's version, git commit and Go version",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.version(output, args)
+		},
+		ValidArgsFunction: cobra.NoFileCompletions,
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"text", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// version prints the build in output's format.
+func (a *app) version(output string, rest []string) error {
 	switch {
-	case err != nil:
-		return err
 	case len(rest) > 0:
 		return usagef("version takes no arguments, got %q", rest)
 	case output != "text" && output != "json" && output != "yaml":

@@ -18,6 +18,10 @@ package lockclient_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -284,3 +288,76 @@ var _ = Describe("Detached claims", func() {
 		Expect(locks.WaitLost(c, ns, held.Claim)).To(Succeed())
 	})
 })
+
+var _ = Describe("Waiting", func() {
+	It("outlives watches that the API server refuses or ends, as in a restart", func() {
+		ns := newNamespace()
+		newLock(ns, "report")
+		first, err := locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "report"})
+		Expect(err).NotTo(HaveOccurred())
+
+		flaky := &flakyWatches{refusals: 2, cutAfter: 300 * time.Millisecond}
+		flakyCfg := rest.CopyConfig(cfg)
+		flakyCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { flaky.next = rt; return flaky }
+		c, err := lockclient.New(flakyCfg)
+		Expect(err).NotTo(HaveOccurred())
+		next := make(chan acquisition, 1)
+		go func() {
+			res, err := c.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "report"})
+			next <- acquisition{res, err}
+		}()
+		Eventually(flaky.counts).Should(Equal([2]int{2, 2}), "two watches refused, then two cut")
+		Expect(next).NotTo(Receive())
+
+		Expect(locks.Release(ctx(), ns, first.Claim)).To(Succeed())
+		var a acquisition
+		Eventually(next).Should(Receive(&a))
+		Expect(a.err).NotTo(HaveOccurred())
+		Expect(a.res.FencingToken).To(BeNumerically(">", first.FencingToken))
+	})
+})
+
+// flakyWatches refuses the first refusals watch requests (503) and cuts each watch it lets
+// through after cutAfter, as an API server that restarts or a proxy with an idle timeout would.
+// It counts up to refusals+2 watches, then lets them be.
+type flakyWatches struct {
+	next     http.RoundTripper
+	refusals int
+	cutAfter time.Duration
+
+	mu           sync.Mutex
+	refused, cut int
+}
+
+func (f *flakyWatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") != "true" {
+		return f.next.RoundTrip(req)
+	}
+	f.mu.Lock()
+	refuse, cut := f.refused < f.refusals, f.refused == f.refusals && f.cut < 2
+	if refuse {
+		f.refused++
+	}
+	f.mu.Unlock()
+	if refuse {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Request: req,
+			Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("restarting"))}, nil
+	}
+	resp, err := f.next.RoundTrip(req)
+	if err == nil && cut {
+		time.AfterFunc(f.cutAfter, func() {
+			f.mu.Lock()
+			f.cut++
+			f.mu.Unlock()
+			_ = resp.Body.Close()
+		})
+	}
+	return resp, err
+}
+
+// counts returns how many watches were refused and cut.
+func (f *flakyWatches) counts() [2]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return [2]int{f.refused, f.cut}
+}

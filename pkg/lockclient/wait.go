@@ -20,12 +20,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -56,24 +60,26 @@ func (c *Client) Wait(ctx context.Context, namespace, name string) (*Result, err
 // ErrLost as soon as the claim stops holding it (lost, released, deleted), and nil when ctx ends
 // first.
 func (c *Client) WaitLost(ctx context.Context, namespace, name string) error {
-	for {
+	var lost error
+	// The API server not answering says nothing about the lock, which the controller keeps
+	// renewing: read and watch again, backing off.
+	_ = wait.ExponentialBackoffWithContext(ctx, lostRetry, func(ctx context.Context) (bool, error) {
 		err := c.waitLost(ctx, namespace, name)
 		var typed *Error
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.As(err, &typed):
-			return err
+		if errors.As(err, &typed) {
+			lost = err
+			return true, nil
 		}
-		// The API server did not answer: that says nothing about the lock, which the controller
-		// keeps renewing. Try again.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(2 * time.Second):
-		}
+		return false, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return lost
 }
+
+// lostRetry spaces WaitLost's attempts to read the claim while the API server does not answer.
+var lostRetry = wait.Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
 func (c *Client) waitLost(ctx context.Context, namespace, name string) error {
 	return c.watchClaim(ctx, namespace, name, func(claim *locksv1alpha1.LockClaim) (bool, error) {
@@ -248,78 +254,60 @@ func acquiredMessage(claim *locksv1alpha1.LockClaim) string {
 	return cond.Reason + ": " + cond.Message
 }
 
+// errStale ends a watch whose resourceVersion the API server has compacted away: read again.
+var errStale = errors.New("watch too old")
+
 // watchClaim calls fn with the claim's current state (nil once it does not exist) until fn says it
-// is done or ctx ends: one read, then a watch from that read's resourceVersion, read and watched
-// again whenever the API server ends the watch.
+// is done or ctx ends: one list of that claim, then client-go's RetryWatcher from the list's
+// resourceVersion (it watches again from the last event it saw when the API server ends a watch,
+// after a delay so as not to spin), and a new list when the server no longer has that version.
 func (c *Client) watchClaim(ctx context.Context, namespace, name string, fn func(*locksv1alpha1.LockClaim) (bool, error)) error {
-	key := client.ObjectKey{Namespace: namespace, Name: name}
+	byName := client.MatchingFields{"metadata.name": name}
+	watcher := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return c.kube.Watch(ctx, &locksv1alpha1.LockClaimList{}, client.InNamespace(namespace), byName, &client.ListOptions{Raw: &opts})
+	}}
 	for {
-		claim := &locksv1alpha1.LockClaim{}
-		err := c.kube.Get(ctx, key, claim)
+		list := &locksv1alpha1.LockClaimList{}
+		err := c.kube.List(ctx, list, client.InNamespace(namespace), byName)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case apierrors.IsNotFound(err):
-			claim = nil
 		case err != nil:
 			return apiError(err, "reading LockClaim "+name)
+		}
+		var claim *locksv1alpha1.LockClaim
+		if len(list.Items) > 0 {
+			claim = &list.Items[0]
 		}
 		if done, err := fn(claim); done {
 			return err
 		}
-		rv := ""
-		if claim != nil {
-			rv = claim.ResourceVersion
-		}
-		started := time.Now()
-		w, err := c.kube.Watch(ctx, &locksv1alpha1.LockClaimList{}, client.InNamespace(namespace),
-			client.MatchingFields{"metadata.name": name},
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, watcher)
 		if err != nil {
-			return apiError(err, "watching LockClaim "+name)
+			return fmt.Errorf("watching LockClaim %s: %w", name, err)
 		}
-		done, err := consume(ctx, w, fn)
-		w.Stop()
-		if done {
-			return err
-		}
-		// The watch ended (a server-side timeout, or an expired resourceVersion): read again. Do
-		// not spin if the server ends watches at once.
-		if time.Since(started) < time.Second {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
+		_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+			switch ev.Type {
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					return true, errStale
+				}
+				return true, apiError(err, "watching LockClaim "+name)
+			case watch.Deleted:
+				return fn(nil)
 			}
-		}
-	}
-}
-
-// consume feeds a watch's events to fn until fn is done, the watch ends (false) or ctx ends.
-func consume(ctx context.Context, w watch.Interface, fn func(*locksv1alpha1.LockClaim) (bool, error)) (bool, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return true, ctx.Err()
-		case ev, ok := <-w.ResultChan():
+			claim, ok := ev.Object.(*locksv1alpha1.LockClaim)
 			if !ok {
 				return false, nil
 			}
-			claim, isClaim := ev.Object.(*locksv1alpha1.LockClaim)
-			switch {
-			case ev.Type == watch.Error:
-				return false, nil
-			case !isClaim || ev.Type == watch.Bookmark:
-				continue
-			case ev.Type == watch.Deleted:
-				claim = nil
-			}
-			if done, err := fn(claim); done {
-				return true, err
-			}
+			return fn(claim)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, errStale):
+			return err
 		}
 	}
 }
