@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -36,7 +35,6 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
-	"github.com/lockwarden/lockwarden/internal/testutil/sqltest"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 
@@ -177,14 +175,7 @@ var _ = Describe("Editing an etcd LockBackend with a lock held", func() {
 })
 
 var _ = Describe("Rotating the DSN Secret of a SQL LockBackend with a lock held", func() {
-	for _, db := range []struct {
-		name   string
-		driver locksv1alpha1.SQLDriver
-		start  func(testing.TB) *sqltest.Server
-	}{
-		{"PostgreSQL", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
-		{"MariaDB", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
-	} {
+	for _, db := range sqlDatabases {
 		It("opens a session with the new value on "+db.name+" and keeps the lock held", func() {
 			server := db.start(GinkgoTB())
 			ref := newDSNSecret(server.DSN())

@@ -318,15 +318,18 @@ func newDSNSecret(dsn string) locksv1alpha1.SecretKeySelector {
 		SecretReference: locksv1alpha1.SecretReference{Name: s.Name, Namespace: controllerNamespace}, Key: "dsn"}
 }
 
+// sqlDatabases are the SQL servers the SQL specs run on, with the driver that speaks to each.
+var sqlDatabases = []struct {
+	name   string
+	driver locksv1alpha1.SQLDriver
+	start  func(testing.TB) *sqltest.Server
+}{
+	{"PostgreSQL", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
+	{"MariaDB", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
+}
+
 var _ = Describe("The SQL backend on real databases", func() {
-	for _, db := range []struct {
-		name   string
-		driver locksv1alpha1.SQLDriver
-		start  func(testing.TB) *sqltest.Server
-	}{
-		{"PostgreSQL", locksv1alpha1.SQLDriverPostgres, sqltest.StartPostgres},
-		{"MariaDB", locksv1alpha1.SQLDriverMySQL, sqltest.StartMariaDB},
-	} {
+	for _, db := range sqlDatabases {
 		It("is probed Ready on "+db.name+" and hands a lock over in order with increasing tokens", func() {
 			server := db.start(GinkgoTB())
 			handoffStory(newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
