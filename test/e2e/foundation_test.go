@@ -169,7 +169,10 @@ spec: {lockName: nightly-migration}
 `, "apply", "-n", apps, "-f", "-")
 		Expect(err).NotTo(HaveOccurred())
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/first")
-		Expect(kubectl("get", "-n", apps, "lclaim/second", "-o", "jsonpath={.status.phase} {.status.queuePosition}")).To(Equal("Pending 1"))
+		// The first grant and the second claim's place in the queue are two writes to two objects:
+		// the second may not have been written when the first reads Acquired.
+		Eventually(tryKubectl).WithArguments("get", "-n", apps, "lclaim/second", "-o", "jsonpath={.status.phase} {.status.queuePosition}").
+			WithTimeout(30 * time.Second).Should(Equal("Pending 1"))
 		kubectl("delete", "-n", apps, "lclaim/first", "--wait=true", "--timeout=30s")
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/second")
 		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("second"))
