@@ -36,7 +36,7 @@ run-local: ## Start the local cluster, install the CRDs and run the manager agai
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRDs and RBAC from the Go types and markers, and the chart's copies of them and values table.
+manifests: ## Generate the CRDs and RBAC from the Go types and markers; the chart's copies of them; its values schema, README and values table from values.yaml.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
 	go run ./hack/chartgen
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates every generated file and fails if that changed the tree, so that hand edits to
-# generated files and forgotten `make manifests generate` runs never land: that includes the Helm
-# chart's copies of the CRDs and RBAC rules and the values table in docs/install.md (hack/chartgen).
+# generated files and forgotten `make manifests generate` runs never land: that includes what
+# hack/chartgen writes, the Helm chart's copies of the CRDs and RBAC rules, and, from the comments in
+# charts/lockwarden/values.yaml, the chart's values.schema.json and README.md and the values table in
+# docs/install.md.
 # Also checks gofmt, go.mod/go.sum tidiness, and that the chart's appVersion is the release in
 # VERSION (hack/verify-version.sh).
 set -euo pipefail
@@ -15,7 +17,8 @@ make --no-print-directory manifests generate >/dev/null
 after=$(fingerprint)
 failed=0
 if [[ "$before" != "$after" ]]; then
-  echo "verify: generated files were out of date (now regenerated; review and commit them):" >&2
+  echo "verify: generated files were out of date (now regenerated; review and commit them; the chart's" >&2
+  echo "  values.schema.json and README.md and the docs/install.md table come from values.yaml's comments):" >&2
   diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
   failed=1
 fi
