@@ -4,13 +4,15 @@
 # the repository, keyed by version. Idempotent (a finished build is never redone) and safe to run
 # concurrently (one flock per component; binaries are moved into place only when complete).
 #
-# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver]
+# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]
 #   all (default)      build whatever is missing
 #   helm-bin           build only helm and print its path (for helm lint, which needs no cluster)
 #   envtest-dir        build what envtest needs and print the KUBEBUILDER_ASSETS directory
 #   bin-dir            build everything and print the directory holding all binaries
 #   clocked-apiserver  build the test-only kube-apiserver whose object timestamps a test can step
 #                      (hack/apiserver-clock; about 15 minutes cold) and print its path
+#   apiserver-dir      build kube-apiserver alone at K8S_VERSION, and etcd, and print a directory
+#                      usable as KUBEBUILDER_ASSETS (make test-compat: K8S_VERSION=<oldest supported>)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -23,6 +25,8 @@ k8s_dir="$CACHE/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/kwok-$KWOK_VERSION"
 helm_dir="$CACHE/helm-$HELM_VERSION"
+apiserver_dir="$CACHE/kube-apiserver-$K8S_VERSION"
+apiserver_assets_dir="$CACHE/assets-kube-apiserver-$K8S_VERSION-etcd-$ETCD_VERSION"
 clocked_dir="$CACHE/kube-apiserver-clocked-$K8S_VERSION-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/apiserver-clock/clock_offset.go.txt" | cut -c1-12)"
 bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
 
@@ -114,6 +118,27 @@ build_clocked_apiserver() {
   log "clocked kube-apiserver built in $((SECONDS - started)) s"
 }
 
+# build_apiserver: kube-apiserver alone, for the compatibility suites on an older release, which
+# need neither the other control-plane commands nor kubectl.
+build_apiserver() {
+  local started=$SECONDS work="$apiserver_dir.tmp"
+  log "building kube-apiserver $K8S_VERSION (about 10 minutes on 2 cores when cold)"
+  k8s_module "$work" k8s.io/kubernetes/cmd/kube-apiserver
+  mkdir -p "$work/out"
+  (cd "$work/src" && CGO_ENABLED=0 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$work/out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+  rm -rf "$apiserver_dir" && mv "$work/out" "$apiserver_dir" && rm -rf "$work"
+  touch "$apiserver_dir/.done"
+  log "kube-apiserver $K8S_VERSION built in $((SECONDS - started)) s"
+}
+
+link_apiserver_assets() {
+  mkdir -p "$apiserver_assets_dir.tmp"
+  ln -sf "$apiserver_dir/kube-apiserver" "$apiserver_assets_dir.tmp/kube-apiserver"
+  ln -sf "$etcd_dir/etcd" "$apiserver_assets_dir.tmp/etcd"
+  rm -rf "$apiserver_assets_dir" && mv "$apiserver_assets_dir.tmp" "$apiserver_assets_dir"
+  touch "$apiserver_assets_dir/.done"
+}
+
 build_etcd() {
   local started=$SECONDS work="$etcd_dir.tmp"
   log "building etcd $ETCD_VERSION"
@@ -181,5 +206,11 @@ case "${1:-all}" in
   helm-bin) with_lock "$helm_dir" build_helm; echo "$helm_dir/helm" ;;
   envtest-dir | bin-dir) build_all; echo "$bin_dir" ;;
   clocked-apiserver) with_lock "$clocked_dir" build_clocked_apiserver; echo "$clocked_dir/kube-apiserver" ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver]" >&2; exit 2 ;;
+  apiserver-dir)
+    with_lock "$etcd_dir" build_etcd
+    with_lock "$apiserver_dir" build_apiserver
+    with_lock "$apiserver_assets_dir" link_apiserver_assets
+    echo "$apiserver_assets_dir"
+    ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]" >&2; exit 2 ;;
 esac

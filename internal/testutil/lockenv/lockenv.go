@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -97,6 +99,9 @@ func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ..
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest (run through make test-unit, which sets KUBEBUILDER_ASSETS): %w", err)
 	}
+	if err := CheckServerVersion(cfg); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
 	cp := &ControlPlane{Config: cfg, env: env}
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		return nil, errors.Join(err, env.Stop())
@@ -108,6 +113,33 @@ func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ..
 		}
 	}
 	return cp, nil
+}
+
+// ExpectedServerVersionEnv names the kube-apiserver release a suite must run on when it is set
+// (make test-compat sets it to the oldest release the README claims), so that a compatibility run
+// on the wrong binary fails instead of proving nothing.
+const ExpectedServerVersionEnv = "LOCKWARDEN_EXPECT_SERVER_VERSION"
+
+// CheckServerVersion fails when ExpectedServerVersionEnv is set and the API server at cfg reports
+// another release.
+func CheckServerVersion(cfg *rest.Config) error {
+	want := os.Getenv(ExpectedServerVersionEnv)
+	if want == "" {
+		return nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	info, err := dc.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("asking the API server its version: %w", err)
+	}
+	if info.GitVersion != want {
+		return fmt.Errorf("the API server is %s, but %s=%s: KUBEBUILDER_ASSETS points at the wrong kube-apiserver",
+			info.GitVersion, ExpectedServerVersionEnv, want)
+	}
+	return nil
 }
 
 // Stop stops the control plane.
@@ -168,7 +200,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		mcfg.QPS = o.QPS
 	}
 	scheme := Scheme()
-	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	opts := ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	if o.Restartable {
 		opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 	}
