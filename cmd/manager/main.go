@@ -234,6 +234,7 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,

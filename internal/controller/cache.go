@@ -1,0 +1,78 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CacheOptions are the manager's cache options: what the informers keep of each object. Two
+// controllers watch every Pod of the cluster, so a cached Pod keeps only what they read; no
+// cached object keeps its managedFields, which nothing here reads and which are often the
+// larger part of an object.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Transform: trimPod},
+		},
+	}
+}
+
+// lockAnnotationPrefix is the prefix of every annotation lockwarden reads or writes on a Pod.
+const lockAnnotationPrefix = "locks.lockwarden.io/"
+
+// trimPod keeps of a Pod what the controllers read (DESIGN.md §3 liveness, the pod lock
+// controller): its identity and resourceVersion, its deletion, its lockwarden annotations, its
+// scheduling gates and its phase. A trimmed Pod must only ever be patched (a merge patch computed
+// between two trimmed copies touches nothing else), never updated: an update would write the
+// trimmed object back.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		// A tombstone (DeletedFinalStateUnknown) or another type: leave it as it is.
+		return obj, nil
+	}
+	var annotations map[string]string
+	for k, v := range pod.Annotations {
+		if strings.HasPrefix(k, lockAnnotationPrefix) {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
+	}
+	return &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			CreationTimestamp: pod.CreationTimestamp,
+			DeletionTimestamp: pod.DeletionTimestamp,
+			Annotations:       annotations,
+		},
+		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}, nil
+}

@@ -1,0 +1,88 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func TestTrimPod(t *testing.T) {
+	deleted := metav1.Now()
+	full := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
+			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
+			Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{
+				locksv1alpha1.PodLockAnnotation:                    "db-migration",
+				locksv1alpha1.PodFencingTokenAnnotation:            "7",
+				"kubectl.kubernetes.io/last-applied-configuration": `{"a very": "long document"}`,
+			},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web"}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		},
+		Spec: corev1.PodSpec{
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "other.example/gate"}, {Name: locksv1alpha1.PodSchedulingGate}},
+			Containers:      []corev1.Container{{Name: "web", Image: "web:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+			NodeName:        "node-1",
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	want := &corev1.Pod{
+		TypeMeta: full.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
+			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
+			Annotations: map[string]string{
+				locksv1alpha1.PodLockAnnotation:         "db-migration",
+				locksv1alpha1.PodFencingTokenAnnotation: "7",
+			},
+		},
+		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	tombstone := toolscache.DeletedFinalStateUnknown{Key: "apps/web-0", Obj: full}
+	noAnnotations := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Annotations: map[string]string{"a": "b"}}}
+
+	for _, tc := range []struct {
+		name    string
+		in, out any
+	}{
+		{"a pod keeps only what the controllers read", full, want},
+		{"a pod without lockwarden annotations keeps none", noAnnotations, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}},
+		{"a tombstone passes through", tombstone, tombstone},
+		{"another type passes through", &corev1.ConfigMap{}, &corev1.ConfigMap{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := trimPod(tc.in)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.out))
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(full.Spec.Containers).To(HaveLen(1), "the informer's object is not modified in place")
+}
