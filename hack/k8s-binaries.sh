@@ -24,11 +24,12 @@ CACHE="${LOCKWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockwarden}"
 k8s_dir="$CACHE/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/kwok-$KWOK_VERSION"
-helm_dir="$CACHE/helm-$HELM_VERSION"
+# "-caps": built with the Kubernetes release that helm template assumes (see build_helm).
+helm_dir="$CACHE/helm-$HELM_VERSION-caps"
 apiserver_dir="$CACHE/kube-apiserver-$K8S_VERSION"
 apiserver_assets_dir="$CACHE/assets-kube-apiserver-$K8S_VERSION-etcd-$ETCD_VERSION"
 clocked_dir="$CACHE/kube-apiserver-clocked-$K8S_VERSION-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/apiserver-clock/clock_offset.go.txt" | cut -c1-12)"
-bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
+bin_dir="$CACHE/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-caps"
 
 log() { echo "k8s-binaries: $*" >&2; }
 
@@ -169,9 +170,19 @@ build_helm() {
   local started=$SECONDS work="$helm_dir.tmp"
   log "building helm $HELM_VERSION"
   rm -rf "$work" && mkdir -p "$work/out"
-  # The version is stamped as Helm's own release build does, so that `helm version` reports it.
+  # The versions are stamped as Helm's own release build does: its own, so that `helm version`
+  # reports it, and the Kubernetes release of its client-go, which `helm template` and `helm lint`
+  # assume when no cluster is asked (unstamped, they assume 1.20 and refuse any chart whose
+  # kubeVersion is newer).
+  local mod minor caps=""
+  mod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  minor=$(sed -n 's#^\s*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$mod")
+  [[ -n "$minor" ]] || { log "cannot read the client-go release of helm $HELM_VERSION"; exit 1; }
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    caps+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+  done
   CGO_ENABLED=0 GOBIN="$work/out" go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION$caps" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   rm -rf "$helm_dir" && mv "$work/out" "$helm_dir" && rm -rf "$work"
   touch "$helm_dir/.done"

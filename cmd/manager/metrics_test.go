@@ -28,9 +28,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
 	"github.com/lockwarden/lockwarden/internal/version"
 	. "github.com/onsi/gomega"
@@ -187,6 +189,68 @@ func TestMetricsEndpointNeedsAnAuthorizedToken(t *testing.T) {
 		v := version.Get()
 		NewWithT(t).Expect(body).To(ContainSubstring(fmt.Sprintf("\nlockwarden_build_info{commit=%q,goversion=%q,version=%q} 1\n",
 			v.Commit, v.GoVersion, v.Version)))
+	})
+
+	t.Run("ages of the waits and holds still going", func(t *testing.T) {
+		// Two detached claims on one lock of the built-in backend: the first is granted and holds
+		// until deleted, the second waits behind it.
+		g := NewWithT(t)
+		const ns = "apps"
+		g.Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		g.Expect(admin.Create(ctx, &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}})).To(Succeed())
+		for _, name := range []string{"first", "second"} {
+			g.Expect(admin.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: locksv1alpha1.LockClaimSpec{LockName: "db"}})).To(Succeed())
+			if name == "first" {
+				g.Eventually(func() (locksv1alpha1.ClaimPhase, error) {
+					c := &locksv1alpha1.LockClaim{}
+					err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)
+					return c.Status.Phase, err
+				}).WithTimeout(30*time.Second).Should(Equal(locksv1alpha1.ClaimHeld), "the first claim is granted")
+			}
+		}
+		gauge := func(body, name string) (float64, bool) {
+			m := regexp.MustCompile(`(?m)^` + name + `\{backend="kubernetes"\} (\S+)$`).FindStringSubmatch(body)
+			if m == nil {
+				return 0, false
+			}
+			v, err := strconv.ParseFloat(m[1], 64)
+			return v, err == nil
+		}
+		var pending, held float64
+		g.Eventually(func(g Gomega) {
+			_, body, err := scrape(readerToken)
+			g.Expect(err).NotTo(HaveOccurred())
+			var ok bool
+			pending, ok = gauge(body, "lockwarden_claim_oldest_pending_seconds")
+			g.Expect(ok).To(BeTrue(), "the waiting claim's age: %s", body)
+			held, ok = gauge(body, "lockwarden_lock_oldest_held_seconds")
+			g.Expect(ok).To(BeTrue(), "the hold's age: %s", body)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		g.Expect(pending).To(BeNumerically(">=", 0))
+		g.Expect(held).To(BeNumerically(">=", 0))
+
+		// The ages are measured when scraped, so they grow while the wait and the hold go on.
+		time.Sleep(1100 * time.Millisecond)
+		_, body, err := scrape(readerToken)
+		g.Expect(err).NotTo(HaveOccurred())
+		later, ok := gauge(body, "lockwarden_claim_oldest_pending_seconds")
+		g.Expect(ok).To(BeTrue())
+		g.Expect(later).To(BeNumerically(">=", pending+1))
+		later, ok = gauge(body, "lockwarden_lock_oldest_held_seconds")
+		g.Expect(ok).To(BeTrue())
+		g.Expect(later).To(BeNumerically(">=", held+1))
+
+		// Once nothing waits or holds on the backend, its series go rather than read 0.
+		for _, name := range []string{"second", "first"} {
+			g.Expect(admin.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+		}
+		g.Eventually(func(g Gomega) {
+			_, body, err := scrape(readerToken)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(body).NotTo(ContainSubstring("lockwarden_claim_oldest_pending_seconds{"))
+			g.Expect(body).NotTo(ContainSubstring("lockwarden_lock_oldest_held_seconds{"))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
 	t.Run("plain HTTP is refused", func(t *testing.T) {

@@ -22,10 +22,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
@@ -108,21 +106,4 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("setting up the LockBackend controller: %w", err)
 	}
 	return nil
-}
-
-// CountClaimsByPhase counts claims by phase from the cache, for the lockwarden_claims metric.
-func CountClaimsByPhase(ctx context.Context, c client.Reader) (map[locksv1alpha1.ClaimPhase]int, error) {
-	list := &locksv1alpha1.LockClaimList{}
-	if err := c.List(ctx, list); err != nil {
-		return nil, err
-	}
-	counts := map[locksv1alpha1.ClaimPhase]int{}
-	for i := range list.Items {
-		phase := list.Items[i].Status.Phase
-		if phase == "" {
-			phase = locksv1alpha1.ClaimPending
-		}
-		counts[phase]++
-	}
-	return counts, nil
 }

@@ -66,7 +66,7 @@ func familyType(c prometheus.Collector) (string, error) {
 	switch c.(type) {
 	case *prometheus.CounterVec:
 		return "counter", nil
-	case *prometheus.GaugeVec, *phaseCollector:
+	case *prometheus.GaugeVec, *stateCollector:
 		return "gauge", nil
 	case *prometheus.HistogramVec:
 		return "histogram", nil

@@ -17,13 +17,13 @@ limitations under the License.
 package metrics
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,14 +36,18 @@ import (
 // lists: same names, types and label names.
 func TestFamiliesAreWhatIsGathered(t *testing.T) {
 	g := NewWithT(t)
-	m := New(func(context.Context) (map[locksv1alpha1.ClaimPhase]int, error) { return nil, nil })
+	// One Pending claim and one held lock: the scrape-time gauges then have a series each.
+	m := New(&fakeCache{
+		locks:  []locksv1alpha1.DistributedLock{lock("ns", "a", "", time.Minute)},
+		claims: []locksv1alpha1.LockClaim{claim("ns", "w", "a", locksv1alpha1.ClaimPending, time.Second)},
+	})
 	reg := prometheus.NewPedanticRegistry()
 	g.Expect(m.Register(reg)).To(Succeed())
 
 	fams, err := m.Families()
 	g.Expect(err).NotTo(HaveOccurred())
 	cs := m.collectors()
-	g.Expect(fams).To(HaveLen(len(cs)), "each collector describes one family")
+	g.Expect(fams).To(HaveLen(len(cs)+2), "each collector describes one family, the scrape-time one three")
 	for i, c := range cs {
 		values := slices.Repeat([]string{"x"}, len(fams[i].Labels))
 		// WithLabelValues panics on a wrong number of values, which fails the test.
@@ -54,7 +58,7 @@ func TestFamiliesAreWhatIsGathered(t *testing.T) {
 			v.WithLabelValues(values...).Set(1)
 		case *prometheus.HistogramVec:
 			v.WithLabelValues(values...).Observe(1)
-		case *phaseCollector: // reports every phase when scraped
+		case *stateCollector: // reports every phase, and the ages of the claim and lock above, when scraped
 		default:
 			t.Fatalf("no way to give %T a series", c)
 		}
@@ -76,15 +80,19 @@ func TestFamiliesAreWhatIsGathered(t *testing.T) {
 	}
 	g.Expect(got).To(ConsistOf(want))
 	g.Expect(fams).To(ContainElement(Family{Name: "lockwarden_backend_ready", Type: "gauge", Labels: []string{"backend"}}))
+	g.Expect(fams).To(ContainElement(Family{Name: "lockwarden_claim_oldest_pending_seconds", Type: "gauge", Labels: []string{"backend"}}))
+	g.Expect(fams).To(ContainElement(Family{Name: "lockwarden_lock_oldest_held_seconds", Type: "gauge", Labels: []string{"backend"}}))
 	for _, f := range fams {
 		g.Expect(f.Name).To(HavePrefix("lockwarden_"))
 	}
 }
 
-func TestFamiliesWithoutClaimCounting(t *testing.T) {
+func TestFamiliesWithoutACache(t *testing.T) {
 	fams, err := New(nil).Families()
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	NewWithT(t).Expect(fams).NotTo(ContainElement(HaveField("Name", "lockwarden_claims")), "Register leaves it out too")
+	for _, name := range []string{"lockwarden_claims", "lockwarden_claim_oldest_pending_seconds", "lockwarden_lock_oldest_held_seconds"} {
+		NewWithT(t).Expect(fams).NotTo(ContainElement(HaveField("Name", name)), "Register leaves it out too")
+	}
 }
 
 // TestDocsListEveryFamily: docs/metrics.md has a row for every family, with its type and labels.
@@ -93,7 +101,7 @@ func TestDocsListEveryFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams, err := New(func(context.Context) (map[locksv1alpha1.ClaimPhase]int, error) { return nil, nil }).Families()
+	fams, err := New(&fakeCache{}).Families()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/version"
 )
@@ -57,14 +58,33 @@ type Metrics struct {
 	// True) and 0 for one whose last probe failed, by backend. Only the leader probes, so only
 	// the leader reports it; the series goes when the LockBackend is deleted.
 	BackendReady *prometheus.GaugeVec
-	// claimsByPhase reports the number of claims in each phase at scrape time.
-	claimsByPhase *phaseCollector
+	// state reports, at scrape time, claims by phase and the oldest wait and hold by backend;
+	// nil when New was given no cache.
+	state *stateCollector
 }
 
-// New creates the collectors. countClaims, when not nil, is called at scrape time to count claims
-// by phase (from the informer cache, so scrapes cost no API calls).
-func New(countClaims func(context.Context) (map[locksv1alpha1.ClaimPhase]int, error)) *Metrics {
-	return &Metrics{
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	clock clock.PassiveClock
+}
+
+// WithClock sets the clock the scrape-time gauges measure ages with. Default: the real clock.
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// New creates the collectors. cache, when not nil, is the informer cache from which the
+// scrape-time gauges (lockwarden_claims, lockwarden_claim_oldest_pending_seconds and
+// lockwarden_lock_oldest_held_seconds) are computed when scraped, so that scrapes cost no API
+// calls; without it Register leaves them out.
+func New(cache client.Reader, opts ...Option) *Metrics {
+	o := options{clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := &Metrics{
 		Acquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockwarden_acquisitions_total",
 			Help: "Attempts to take a lock on a backend, by backend and result (acquired, locked, error).",
@@ -96,9 +116,11 @@ func New(countClaims func(context.Context) (map[locksv1alpha1.ClaimPhase]int, er
 			Name: "lockwarden_backend_ready",
 			Help: "Whether the LockBackend's last probe succeeded (1) or failed (0), by backend.",
 		}, []string{"backend"}),
-		claimsByPhase: &phaseCollector{count: countClaims, desc: prometheus.NewDesc(
-			"lockwarden_claims", "LockClaims by phase.", []string{"phase"}, nil)},
 	}
+	if cache != nil {
+		m.state = newStateCollector(cache, o.clock)
+	}
+	return m
 }
 
 // Register adds every collector to reg.
@@ -111,12 +133,12 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// collectors are what Register adds: every collector, and the claims by phase when New was given
-// a way to count them.
+// collectors are what Register adds: every collector, and the scrape-time gauges when New was
+// given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
 	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady}
-	if m.claimsByPhase.count != nil {
-		cs = append(cs, m.claimsByPhase)
+	if m.state != nil {
+		cs = append(cs, m.state)
 	}
 	return cs
 }
@@ -136,30 +158,6 @@ func NewBuildInfo(info version.Info) prometheus.Collector {
 	})
 	g.Set(1)
 	return g
-}
-
-// phaseCollector counts claims by phase when scraped.
-type phaseCollector struct {
-	count func(context.Context) (map[locksv1alpha1.ClaimPhase]int, error)
-	desc  *prometheus.Desc
-}
-
-func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.count(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
-	}
-	for _, phase := range []locksv1alpha1.ClaimPhase{
-		locksv1alpha1.ClaimPending, locksv1alpha1.ClaimHeld, locksv1alpha1.ClaimReleased,
-		locksv1alpha1.ClaimLost, locksv1alpha1.ClaimTimedOut, locksv1alpha1.ClaimFailed,
-	} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[phase]), string(phase))
-	}
 }
 
 // Instrument wraps b so that every call is timed in BackendCallSeconds and acquisitions and

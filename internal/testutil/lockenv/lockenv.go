@@ -227,9 +227,11 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(func(ctx context.Context) (map[locksv1alpha1.ClaimPhase]int, error) {
-		return controller.CountClaimsByPhase(ctx, mgr.GetClient())
-	})
+	var metricsOpts []metrics.Option
+	if o.Clock != nil {
+		metricsOpts = append(metricsOpts, metrics.WithClock(o.Clock))
+	}
+	m := metrics.New(mgr.GetCache(), metricsOpts...)
 	if err := m.Register(prometheus.NewRegistry()); err != nil {
 		return nil, err
 	}
