@@ -26,6 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -64,6 +66,13 @@ var _ = BeforeSuite(func() {
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred(), "starting envtest; run via make test-unit so that KUBEBUILDER_ASSETS is set")
 	Expect(lockenv.CheckServerVersion(cfg)).To(Succeed())
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	info, err := dc.ServerVersion()
+	Expect(err).NotTo(HaveOccurred())
+	server, err := utilversion.ParseGeneric(info.GitVersion)
+	Expect(err).NotTo(HaveOccurred())
+	valuesByType = server.LessThan(utilversion.MajorMinor(1, 37))
 
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())

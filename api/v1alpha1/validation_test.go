@@ -19,7 +19,7 @@ package v1alpha1_test
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"regexp"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -53,13 +53,40 @@ func causes(err error) []string {
 	var out []string
 	for _, c := range status.Status().Details.Causes {
 		// The server adds this notice whenever a schema error kept it from running the CEL rules;
-		// it is not one of the object's errors.
-		if strings.HasPrefix(c.Message, "Invalid value: null: some validation rules were not checked") {
+		// it is not one of the object's errors (1.32 quotes the null, later releases do not).
+		if notChecked.MatchString(c.Message) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: %s", c.Field, c.Message))
+		out = append(out, canonical(fmt.Sprintf("%s: %s", c.Field, c.Message)))
 	}
 	return out
+}
+
+var notChecked = regexp.MustCompile(`^Invalid value: "?null"?: some validation rules were not checked`)
+
+// causesOf is the expected side of causes: want, in the form the server under test can show.
+func causesOf(want ...string) []string {
+	out := make([]string, len(want))
+	for i, w := range want {
+		out[i] = canonical(w)
+	}
+	return out
+}
+
+// valuesByType is set when the API server names the type of a value that broke a CEL rule
+// ("Invalid value: \"string\"") instead of showing the value, as releases before 1.37 do (1.32
+// does; make test-compat runs this suite there). The field and the message are then compared and
+// the value is not; on 1.37 and later every part is compared.
+var valuesByType bool
+
+// invalidValue is the value part of a field error: a quoted value or none (an object's rule).
+var invalidValue = regexp.MustCompile(`Invalid value: (?:"(?:[^"\\]|\\.)*": )?`)
+
+func canonical(cause string) string {
+	if !valuesByType {
+		return cause
+	}
+	return invalidValue.ReplaceAllString(cause, "")
 }
 
 // hostPortError is the field error for a malformed host:port value.
@@ -77,7 +104,7 @@ var _ = Describe("Objects the API server refuses on create", func() {
 		func(text string, want ...string) {
 			ns := newNamespace()
 			err := k8sClient.Create(ctx, manifest(ns, text))
-			Expect(causes(err)).To(ConsistOf(want))
+			Expect(causes(err)).To(ConsistOf(causesOf(want...)))
 		},
 
 		// LockClaim
@@ -385,7 +412,7 @@ spec:
 
 	DescribeTable("immutable fields stay as created",
 		func(text string, change func(*unstructured.Unstructured), want ...string) {
-			Expect(causes(update(text, change))).To(ConsistOf(want))
+			Expect(causes(update(text, change))).To(ConsistOf(causesOf(want...)))
 		},
 		Entry("a claim's lockName", claim, set("other", "spec", "lockName"), lockNameImmutable),
 		Entry("a claim's holder pod", claim, set("web-1", "spec", "holder", "podName"),
