@@ -15,6 +15,9 @@ VERSION ?= $(shell cat VERSION)
 LDFLAGS = $(shell VERSION='$(VERSION)' hack/ldflags.sh)
 IMG ?= ghcr.io/lockwarden/lockwarden:latest
 CONTAINER_TOOL ?= docker
+# The release's git tag, and where its files are downloaded from (the GitHub release).
+RELEASE_TAG = v$(VERSION:v%=%)
+URL_BASE ?= https://github.com/lockwarden/lockwarden/releases/download/$(RELEASE_TAG)
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
 ##@ General
@@ -124,8 +127,8 @@ kubectl-plugin: ## Build bin/lockctl and its copy bin/kubectl-lock, the kubectl 
 	cp bin/lockctl bin/kubectl-lock
 
 .PHONY: krew
-krew: ## Build the kubectl-lock archives of release VERSION and fill in its krew manifest, for URL_BASE: bin/krew/.
-	hack/krew/release.sh "$(VERSION)" "$(URL_BASE)"
+krew: ## Build the kubectl-lock archives of release VERSION and fill in its krew manifest for URL_BASE (the GitHub release): bin/krew/.
+	hack/krew/release.sh "$(RELEASE_TAG)" "$(URL_BASE)"
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.
