@@ -1,7 +1,11 @@
 # One image with /manager (the controller) and /lockctl (the CLI for init containers and
 # scripts). Static binaries on distroless, non-root. `make docker-build` passes VERSION, GIT_COMMIT
 # and BUILD_DATE (hack/ldflags.sh --build-args), as the build context has no git history.
-FROM golang:1.26 AS builder
+#
+# Multi-arch (`make docker-buildx`, PLATFORMS): the builder stage runs on the build machine's own
+# platform and cross-compiles for each TARGETOS/TARGETARCH, which BuildKit sets per platform, so
+# no stage runs under emulation; only the final stage is per platform, and it runs nothing.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
 WORKDIR /workspace

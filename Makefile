@@ -13,8 +13,18 @@ CONTROLLER_GEN := go tool controller-gen
 VERSION ?= $(shell cat VERSION)
 # -ldflags that stamp VERSION, the git commit and the build time into a binary (hack/ldflags.sh).
 LDFLAGS = $(shell VERSION='$(VERSION)' hack/ldflags.sh)
-IMG ?= ghcr.io/lockwarden/lockwarden:latest
+# The image repository; the chart's image.repository (hack/release.sh checks that they agree).
+IMG_REPO ?= ghcr.io/lockwarden/lockwarden
+IMG ?= $(IMG_REPO):latest
 CONTAINER_TOOL ?= docker
+# The platforms of the multi-arch image (make docker-buildx), and the buildx builder that builds it.
+PLATFORMS ?= linux/amd64,linux/arm64
+BUILDX_BUILDER ?= lockwarden
+# The release's git tag, and where its files are downloaded from (the GitHub release).
+RELEASE_TAG = v$(VERSION:v%=%)
+URL_BASE ?= https://github.com/lockwarden/lockwarden/releases/download/$(RELEASE_TAG)
+# make release builds and pushes the image only when RELEASE_IMAGE=1.
+RELEASE_IMAGE ?= 0
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 # The oldest Kubernetes release lockwarden supports, which make test-compat proves: 1.32 is the
 # first whose CRD validation has CEL's format library and whose field selectors serve the CRDs'
@@ -145,8 +155,8 @@ kubectl-plugin: ## Build bin/lockctl and its copy bin/kubectl-lock, the kubectl 
 	cp bin/lockctl bin/kubectl-lock
 
 .PHONY: krew
-krew: ## Build the kubectl-lock archives of release VERSION and fill in its krew manifest, for URL_BASE: bin/krew/.
-	hack/krew/release.sh "$(VERSION)" "$(URL_BASE)"
+krew: ## Build the kubectl-lock archives of release VERSION and fill in its krew manifest for URL_BASE (the GitHub release): bin/krew/.
+	hack/krew/release.sh "$(RELEASE_TAG)" "$(URL_BASE)"
 
 .PHONY: run
 run: ## Run the manager against the cluster in KUBECONFIG.
@@ -159,6 +169,26 @@ docker-build: ## Build the image (needs a Docker engine), its binaries stamped w
 .PHONY: docker-push
 docker-push: ## Push the image.
 	$(CONTAINER_TOOL) push $(IMG)
+
+# Docker's default builder cannot build an image for several platforms; a docker-container builder
+# can, and is kept for its cache. The Dockerfile cross-compiles, so no emulation (QEMU) is needed.
+.PHONY: docker-buildx
+docker-buildx: ## Build the image for PLATFORMS and push it as IMG, with docker buildx (needs Docker), stamped like docker-build.
+	$(CONTAINER_TOOL) buildx inspect $(BUILDX_BUILDER) >/dev/null 2>&1 \
+	  || $(CONTAINER_TOOL) buildx create --name $(BUILDX_BUILDER) --driver docker-container >/dev/null
+	$(CONTAINER_TOOL) buildx build --builder $(BUILDX_BUILDER) --platform $(PLATFORMS) \
+	  $$(VERSION='$(VERSION)' hack/ldflags.sh --build-args) -t $(IMG) --push .
+
+##@ Release (docs/releasing.md)
+
+.PHONY: release
+release: ## Build release VERSION into dist/: install.yaml, the chart package, the krew archives, SHA256SUMS; with RELEASE_IMAGE=1 also push the image IMG_REPO:VERSION for PLATFORMS.
+	VERSION='$(VERSION)' IMG_REPO='$(IMG_REPO)' URL_BASE='$(URL_BASE)' hack/release.sh dist
+ifeq ($(RELEASE_IMAGE),1)
+	$(MAKE) --no-print-directory docker-buildx IMG='$(IMG_REPO):$(VERSION)'
+else
+	@echo "release: skipped the image $(IMG_REPO):$(VERSION): RELEASE_IMAGE=1 make release builds it for $(PLATFORMS) with docker buildx and pushes it"
+endif
 
 ##@ Deployment
 

@@ -2,24 +2,28 @@
 # Builds the krew archives of kubectl-lock (lockctl as the kubectl plugin `kubectl lock`) for a
 # release, one per platform of hack/krew/lock.yaml, and writes that manifest with the version, the
 # archives' URIs and their sha256 sums filled in:
-#   bin/krew/kubectl-lock_VERSION_OS_ARCH.tar.gz and bin/krew/lock.yaml
+#   OUT/kubectl-lock_VERSION_OS_ARCH.tar.gz and OUT/lock.yaml
 # The archives are reproducible (sorted, no timestamps or owners), so a rebuild of the same commit
 # gives the same sums. Upload the archives to URL_BASE, then submit lock.yaml to a krew index (or
-# install from it: kubectl krew install --manifest=bin/krew/lock.yaml).
+# install from it: kubectl krew install --manifest=bin/krew/lock.yaml). make krew runs it for the
+# release in VERSION; make release (hack/release.sh) too, into dist/.
 #
-# Usage: hack/krew/release.sh VERSION URL_BASE
-#   VERSION   the release, a semantic version with a leading v (v0.3.0)
+# Usage: hack/krew/release.sh VERSION URL_BASE [OUT]
+#   VERSION   the release, a semantic version with a leading v (v0.3.0), as krew wants it; the
+#             binaries are stamped without the v, as make build stamps them (lockctl version: 0.3.0)
 #   URL_BASE  where the archives are downloaded from, e.g.
 #             https://github.com/lockwarden/lockwarden/releases/download/v0.3.0
+#   OUT       the directory to write, replaced if it exists; relative to the repository root
+#             (default bin/krew)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-if [[ $# -ne 2 || ! $1 =~ ^v[0-9]+\.[0-9]+\.[0-9]+ || -z $2 ]]; then
-  echo "usage: $0 VERSION URL_BASE (e.g. make krew VERSION=v0.3.0 URL_BASE=https://example.com/releases/v0.3.0)" >&2
+if [[ $# -lt 2 || $# -gt 3 || ! $1 =~ ^v[0-9]+\.[0-9]+\.[0-9]+ || -z $2 ]]; then
+  echo "usage: $0 VERSION URL_BASE [OUT] (e.g. $0 v0.3.0 https://example.com/releases/v0.3.0)" >&2
   exit 2
 fi
 version=$1 url_base=${2%/}
-out=bin/krew
+out=${3:-bin/krew}
 platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
 
 rm -rf "$out" && mkdir -p "$out"
@@ -32,7 +36,7 @@ for platform in "${platforms[@]}"; do
   staging="$out/$os-$arch"
   mkdir -p "$staging"
   echo "krew: building $archive" >&2
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w $(VERSION="$version" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-0}" hack/ldflags.sh)" -o "$staging/kubectl-lock" ./cmd/lockctl
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w $(VERSION="${version#v}" SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-0}" hack/ldflags.sh)" -o "$staging/kubectl-lock" ./cmd/lockctl
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$staging" -cf - kubectl-lock \
     | gzip -n >"$out/$archive"
   rm -rf "$staging"
