@@ -132,7 +132,7 @@ func parseConfig(args []string) (config, error) {
 	phases := fs.String("phases", strings.Join(allPhases, ","), "what to run, comma-separated: "+strings.Join(allPhases, ","))
 	fs.DurationVar(&c.steady, "steady", 60*time.Second, "steady-state window in which requests, writes, memory and expired holds are counted")
 	fs.DurationVar(&c.churn, "churn", 60*time.Second, "how long holders are ended continuously")
-	fs.DurationVar(&c.sample, "sample", 2*time.Second, "pause between two lists of the claims that look for Held ones past their expireTime")
+	fs.DurationVar(&c.sample, "sample", 2*time.Second, "pause between two looks for Held claims past their status.expireTime")
 	fs.DurationVar(&c.bound, "bound", 10*time.Minute, "the generous bound after which something that should happen counts as not working at all")
 	fs.IntVar(&c.failoverDeletes, "failover-deletes", 0, "holders ended at the moment the leader is killed (default: a tenth of the locks)")
 	sig := fs.String("failover-signal", "KILL", "how the leader is killed: KILL (a crash: the standby waits for the election Lease to expire) or TERM (a graceful stop, which gives the Lease up)")

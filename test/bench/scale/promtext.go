@@ -100,7 +100,11 @@ func (k apiKey) isWrite() bool {
 type apiCounts map[apiKey]float64
 
 // apiRequests is lockwarden_api_requests_total summed over status codes.
-func (m metricSet) apiRequests() apiCounts {
+func (m metricSet) apiRequests() apiCounts { return m.apiRequestsWithCode("") }
+
+// apiRequestsWithCode is lockwarden_api_requests_total of one status code (all codes when
+// empty), e.g. "409" for the conflicts of writes with a resourceVersion precondition.
+func (m metricSet) apiRequestsWithCode(code string) apiCounts {
 	out := apiCounts{}
 	f, ok := m[apirequests.MetricName]
 	if !ok {
@@ -108,6 +112,7 @@ func (m metricSet) apiRequests() apiCounts {
 	}
 	for _, s := range f.GetMetric() {
 		var k apiKey
+		c := ""
 		for _, l := range s.GetLabel() {
 			switch l.GetName() {
 			case "verb":
@@ -116,9 +121,13 @@ func (m metricSet) apiRequests() apiCounts {
 				k.resource = l.GetValue()
 			case "subresource":
 				k.subresource = l.GetValue()
+			case "code":
+				c = l.GetValue()
 			}
 		}
-		out[k] += s.GetCounter().GetValue()
+		if code == "" || c == code {
+			out[k] += s.GetCounter().GetValue()
+		}
 	}
 	return out
 }

@@ -73,8 +73,9 @@ type steadyResult struct {
 	window, lease time.Duration
 	// held is how many claims were Held, locks how many locks the workload has.
 	held, locks int
-	// requests are the leader's API requests in the window, by kind.
-	requests apiCounts
+	// requests are the leader's API requests in the window, by kind; conflicts those answered
+	// 409 Conflict (a write whose resourceVersion precondition failed).
+	requests, conflicts apiCounts
 	// Per held claim (per lock) per lease: writes to claims' status, all writes to claims, all
 	// writes to DistributedLocks.
 	claimStatusWrites, claimWrites, lockWrites float64
@@ -96,13 +97,14 @@ type churnResult struct {
 	window   time.Duration
 	handoffs int
 	// elapsed runs from the first end to the last grant in the window.
-	elapsed   time.Duration
-	latency   quantiles
-	mem       memStats
-	expired   expiredStats
-	requests  apiCounts
-	endErrors int64
-	note      string
+	elapsed time.Duration
+	latency quantiles
+	mem     memStats
+	expired expiredStats
+	// requests and conflicts as in steadyResult, over the churn window.
+	requests, conflicts apiCounts
+	endErrors           int64
+	note                string
 }
 
 func (c churnResult) perSec() float64 {
@@ -186,8 +188,8 @@ func (w *workloadResult) rows() []tableRow {
 	}
 	if s := w.steady; s != nil {
 		add("manager heap in use, RSS at rest (leader)", s.mem.cell(), "heap ≤ 64 MiB", yesNo(s.mem.samples > 0 && s.mem.max.heap <= goalHeapBytes))
-		add("API requests/s from the leader, steady state", fmt.Sprintf("%.1f/s, of which writes %.2f/s (table below; %d claims held, over %s)",
-			s.requests.total()/s.window.Seconds(), writes(s.requests)/s.window.Seconds(), s.held, dur(s.window)), "–", "–")
+		add("API requests/s from the leader, steady state", fmt.Sprintf("%.1f/s, of which writes %.2f/s, conflicts (409) %.2f/s (table below; %d claims held, over %s)",
+			s.requests.total()/s.window.Seconds(), writes(s.requests)/s.window.Seconds(), s.conflicts.total()/s.window.Seconds(), s.held, dur(s.window)), "–", "–")
 		add("claim status writes per held claim per lease", fmt.Sprintf("%.2f (all claim writes %.2f; lease %s)", s.claimStatusWrites, s.claimWrites, dur(s.lease)),
 			"≤ 1", yesNo(s.claimStatusWrites <= 1))
 		add("DistributedLock writes per lock per lease", fmt.Sprintf("%.2f", s.lockWrites), "0", yesNo(s.lockWrites == 0))
@@ -199,6 +201,10 @@ func (w *workloadResult) rows() []tableRow {
 	if c := w.churn; c != nil {
 		add("handoffs/s under churn (holder ended the moment it is seen Held)", fmt.Sprintf("%.0f/s (%d in %s); holder ended → next Held %s",
 			c.perSec(), c.handoffs, dur(c.elapsed), c.latency.cell()), fmt.Sprintf("≥ %d/s", goalHandoffsPerSec), yesNo(c.perSec() >= goalHandoffsPerSec))
+		if c.window > 0 && c.requests != nil {
+			add("API requests/s from the leader under churn", fmt.Sprintf("%.0f/s, of which writes %.0f/s; answered 409 Conflict: %s",
+				c.requests.total()/c.window.Seconds(), writes(c.requests)/c.window.Seconds(), conflictsCell(c.conflicts, c.window)), "–", "–")
+		}
 		add("manager heap in use, RSS under churn (leader)", c.mem.cell(), "heap ≤ 64 MiB", yesNo(c.mem.samples > 0 && c.mem.max.heap <= goalHeapBytes))
 		add("Held claims with status.expireTime in the past, churn", c.expired.cell(), "0", yesNo(c.expired.samples > 0 && c.expired.max == 0))
 		if c.note != "" {
@@ -228,6 +234,28 @@ func (w *workloadResult) rows() []tableRow {
 		add("stopped", w.stopped, "–", "–")
 	}
 	return out
+}
+
+// conflictsCell lists the conflicts per second by kind, most first.
+func conflictsCell(c apiCounts, window time.Duration) string {
+	if c.total() == 0 {
+		return "none"
+	}
+	keys := sortedKeys(c)
+	slices.SortStableFunc(keys, func(a, b apiKey) int {
+		switch {
+		case c[a] > c[b]:
+			return -1
+		case c[a] < c[b]:
+			return 1
+		}
+		return 0
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.1f/s", k, c[k]/window.Seconds()))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func writes(c apiCounts) float64 {

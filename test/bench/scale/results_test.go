@@ -72,6 +72,13 @@ func TestParseMetrics(t *testing.T) {
 	if got := writes(d); got != 20 {
 		t.Errorf("writes = %v, want 20 (a watch is no write)", got)
 	}
+	conflicts := m.apiRequestsWithCode("409")
+	if len(conflicts) != 1 || conflicts[status] != 2 {
+		t.Errorf("conflicts = %v, want the 2 claim status patches answered 409", conflicts)
+	}
+	if got := conflictsCell(conflicts, 2*time.Second); got != "patch lockclaims.locks.lockwarden.io/status 1.0/s" {
+		t.Errorf("conflictsCell = %q", got)
+	}
 }
 
 func TestPerHeldPerLease(t *testing.T) {
@@ -138,6 +145,7 @@ func TestMarkdownAndDocBlock(t *testing.T) {
 	for _, want := range []string{
 		"| detached 2 locks × 3 claims | claim status writes per held claim per lease | 1.50 (all claim writes 1.50; lease 10.0 s) | ≤ 1 | **no** |",
 		"| detached 2 locks × 3 claims | DistributedLock writes per lock per lease | 0.00 | 0 | yes |",
+		"| detached 2 locks × 3 claims | API requests/s from the leader, steady state | 0.3/s, of which writes 0.30/s, conflicts (409) 0.00/s (table below; 2 claims held, over 20.0 s) | – | – |",
 		"| detached 2 locks × 3 claims | manager heap in use, RSS at rest (leader) | heap 20 MiB, RSS 50 MiB (max of 3 samples) | heap ≤ 64 MiB | yes |",
 		"| detached 2 locks × 3 claims | Held claims with status.expireTime in the past, steady | 1 (max in one sample; 1 of 10 samples had any) | 0 | **no** |",
 		"| patch lockclaims.locks.lockwarden.io/status | 0.30 |",

@@ -29,7 +29,10 @@ import (
 // expiredStats is what the expired-hold sampler saw: how many samples it took, in how many some
 // Held claim had a status.expireTime in the past, and the most such claims in one sample.
 type expiredStats struct {
-	samples, withAny, max, held int
+	samples, withAny, max int
+	// capped is set when a sample had more candidates than it reads (maxConfirm): max is then a
+	// lower bound.
+	capped bool
 	// worst is the claim that was furthest past its expireTime, and by how much.
 	worst     string
 	worstLate time.Duration
@@ -40,6 +43,9 @@ func (e expiredStats) cell() string {
 		return "not sampled"
 	}
 	s := fmt.Sprintf("%d (max in one sample; %d of %d samples had any", e.max, e.withAny, e.samples)
+	if e.capped {
+		s = fmt.Sprintf("at least %d (max in one sample, of the first %d candidates read; %d of %d samples had any", e.max, maxConfirm, e.withAny, e.samples)
+	}
 	if e.worst != "" {
 		s += fmt.Sprintf("; worst %s late", e.worstLate.Round(time.Millisecond))
 	}
@@ -64,12 +70,17 @@ func countExpired(claims []locksv1alpha1.LockClaim, at time.Time) (held, expired
 	return held, expired, worst, late
 }
 
-// sampleExpired lists the claims of ns from the API server every interval until stop is closed,
-// and counts the Held ones whose status.expireTime had passed when the list began: a claim
-// reported Held whose lease, by its own status, has run out. A list is a consistent read of the
-// API server, so a renewal written before the list is never missed, as an informer's lag could
-// make it.
-func sampleExpired(ctx context.Context, c client.Reader, ns string, interval time.Duration, stop <-chan struct{}) <-chan expiredStats {
+// maxConfirm bounds the candidates one sample reads from the API server.
+const maxConfirm = 500
+
+// sampleExpired looks every interval, until stop is closed, for Held claims whose
+// status.expireTime has passed: a claim reported Held whose lease, by its own status, has run
+// out. The informer's copies name the candidates; each is read again from the API server (a
+// consistent read), and counts only if it is still Held there with an expireTime before the read
+// began. So an informer that lags behind a renewal never counts a claim, and no claim is missed
+// that the informer has seen Held; the sampling costs the API server nothing while there are no
+// candidates, whatever the number of claims.
+func sampleExpired(ctx context.Context, c client.Reader, t *tracker, ns string, interval time.Duration, stop <-chan struct{}) <-chan expiredStats {
 	out := make(chan expiredStats, 1)
 	go func() {
 		var st expiredStats
@@ -82,24 +93,26 @@ func sampleExpired(ctx context.Context, c client.Reader, ns string, interval tim
 				return
 			default:
 			}
+			var confirmed []locksv1alpha1.LockClaim
 			start := time.Now()
-			var page []locksv1alpha1.LockClaim
-			err := listClaims(ctx, c, ns, func(cl *locksv1alpha1.LockClaim) {
-				if cl.Status.Phase == locksv1alpha1.ClaimHeld {
-					page = append(page, *cl)
+			candidates := t.expiredCandidates(start)
+			if len(candidates) > maxConfirm {
+				candidates, st.capped = candidates[:maxConfirm], true
+			}
+			for _, name := range candidates {
+				cl := &locksv1alpha1.LockClaim{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err == nil {
+					confirmed = append(confirmed, *cl)
 				}
-			})
-			if err == nil {
-				held, expired, worst, late := countExpired(page, start)
-				st.samples++
-				st.held = held
-				if expired > 0 {
-					st.withAny++
-				}
-				st.max = max(st.max, expired)
-				if late > st.worstLate {
-					st.worst, st.worstLate = worst, late
-				}
+			}
+			_, expired, worst, late := countExpired(confirmed, start)
+			st.samples++
+			if expired > 0 {
+				st.withAny++
+			}
+			st.max = max(st.max, expired)
+			if late > st.worstLate {
+				st.worst, st.worstLate = worst, late
 			}
 			select {
 			case <-stop:

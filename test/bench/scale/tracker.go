@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -56,14 +55,15 @@ type grant struct {
 }
 
 type claimRec struct {
-	lock, pod string
-	phase     locksv1alpha1.ClaimPhase
-	held      bool
-	token     int64
-	renewTime time.Time
-	hasStatus bool
-	heldAt    time.Time
-	retired   bool
+	lock, pod  string
+	phase      locksv1alpha1.ClaimPhase
+	held       bool
+	token      int64
+	renewTime  time.Time
+	expireTime time.Time
+	hasStatus  bool
+	heldAt     time.Time
+	retired    bool
 }
 
 // pending tells whether the claim waits in its lock's queue: not Held, not in a final phase, and
@@ -99,6 +99,8 @@ type tracker struct {
 	// allClaimsAt when claimsSeen reached it.
 	claimsSeen, wantClaims int
 	allClaimsAt            time.Time
+	// withStatus counts the claims whose status has a phase.
+	withStatus int
 	// podsSeen counts pods ever seen; wantPods is how many the workload makes at first;
 	// firstPodAt and lastPodAt when the first and the wantPods-th were seen.
 	podsSeen, wantPods    int
@@ -226,9 +228,15 @@ func (t *tracker) observe(cl *locksv1alpha1.LockClaim, now time.Time) (grant, bo
 		}
 	}
 	st := cl.Status
+	if !r.hasStatus && st.Phase != "" {
+		t.withStatus++
+	}
 	r.phase, r.hasStatus = st.Phase, st.Phase != ""
 	if st.RenewTime != nil {
 		r.renewTime = st.RenewTime.Time
+	}
+	if st.ExpireTime != nil {
+		r.expireTime = st.ExpireTime.Time
 	}
 	held := st.Phase == locksv1alpha1.ClaimHeld
 	l := t.lock(r.lock)
@@ -286,6 +294,9 @@ func (t *tracker) observeDelete(name string, now time.Time) {
 	}
 	if r.pending() {
 		t.lock(r.lock).pending--
+	}
+	if r.hasStatus {
+		t.withStatus--
 	}
 	if r.held {
 		t.unhold(name, r, t.lock(r.lock))
@@ -354,15 +365,9 @@ type snapshot struct {
 func (t *tracker) snapshot() snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := snapshot{grants: t.grants, heldLocks: t.heldLocks, claimsSeen: t.claimsSeen, podsSeen: t.podsSeen,
-		losses: len(t.losses), claims: len(t.claims), allHeldAt: t.allHeldAt, allClaimsAt: t.allClaimsAt,
-		firstPodAt: t.firstPodAt, lastPodAt: t.lastPodAt}
-	for _, r := range t.claims {
-		if r.hasStatus {
-			s.withStatus++
-		}
-	}
-	return s
+	return snapshot{grants: t.grants, heldLocks: t.heldLocks, claimsSeen: t.claimsSeen, podsSeen: t.podsSeen,
+		losses: len(t.losses), claims: len(t.claims), withStatus: t.withStatus, allHeldAt: t.allHeldAt,
+		allClaimsAt: t.allClaimsAt, firstPodAt: t.firstPodAt, lastPodAt: t.lastPodAt}
 }
 
 // lossesSince returns the losses recorded from index i on.
@@ -434,40 +439,44 @@ func (t *tracker) grantedAfter(locks []string, t0 time.Time) int {
 	return n
 }
 
-// waitFor polls cond on the tracker's snapshot until it holds, the bound passes or ctx ends.
+// expiredCandidates lists the claims that the informer shows Held with an expireTime before
+// now. The informer may lag behind the API server (a renewal not seen yet), never lead it: a
+// claim Held past its expireTime in the API server is a candidate here, and a candidate is
+// confirmed by a read from the API server (sampleExpired).
+func (t *tracker) expiredCandidates(now time.Time) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for name, r := range t.claims {
+		if r.held && !r.expireTime.IsZero() && r.expireTime.Before(now) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond on the tracker's snapshot until it holds, the bound passes or ctx ends; it
+// says how far it got every 30 s.
 func (t *tracker) waitFor(ctx context.Context, bound time.Duration, what string, cond func(snapshot) bool) error {
-	deadline := time.Now().Add(bound)
+	start := time.Now()
+	deadline, progress := start.Add(bound), start.Add(30*time.Second)
 	for {
 		s := t.snapshot()
 		if cond(s) {
 			return nil
 		}
+		state := fmt.Sprintf("locks held %d of %d, claims seen %d, pods seen %d", s.heldLocks, t.wantLocks, s.claimsSeen, s.podsSeen)
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s (locks held %d of %d, claims seen %d, pods seen %d)",
-				what, bound, s.heldLocks, t.wantLocks, s.claimsSeen, s.podsSeen)
+			return fmt.Errorf("%s: not within %s (%s)", what, bound, state)
+		}
+		if time.Now().After(progress) {
+			logf("waiting %s for %s: %s", time.Since(start).Round(time.Second), what, state)
+			progress = progress.Add(30 * time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// listClaims reads the claims of ns straight from the API server (not a cache), a page at a time.
-func listClaims(ctx context.Context, c client.Reader, ns string, each func(*locksv1alpha1.LockClaim)) error {
-	opts := []client.ListOption{client.InNamespace(ns), client.Limit(5000)}
-	cont := ""
-	for {
-		list := &locksv1alpha1.LockClaimList{}
-		if err := c.List(ctx, list, append(opts, client.Continue(cont))...); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			each(&list.Items[i])
-		}
-		if cont = list.Continue; cont == "" {
-			return nil
 		}
 	}
 }

@@ -213,3 +213,24 @@ func TestTrackerWaitersSkipRetiredAndFinal(t *testing.T) {
 		t.Errorf("pending = %d after the deletes, want 0", tr.locks["l"].pending)
 	}
 }
+
+func TestTrackerExpiredCandidates(t *testing.T) {
+	tr := newTracker(3, 3, 0)
+	held := func(name string, token int64, expire float64) *locksv1alpha1.LockClaim {
+		c := claim(name, name, "", locksv1alpha1.ClaimHeld, token, "", at(0))
+		e := metav1.NewMicroTime(at(expire))
+		c.Status.ExpireTime = &e
+		return c
+	}
+	tr.observe(held("fresh", 1, 20), at(1))
+	tr.observe(held("stale", 2, 8), at(1))
+	tr.observe(held("renewed", 3, 8), at(1))
+	tr.observe(held("renewed", 3, 18), at(9))
+	if got := tr.expiredCandidates(at(10)); len(got) != 1 || got[0] != "stale" {
+		t.Errorf("expiredCandidates = %v, want [stale]", got)
+	}
+	tr.observe(claim("stale", "stale", "", locksv1alpha1.ClaimLost, 2, locksv1alpha1.ReasonRenewFailed, time.Time{}), at(11))
+	if got := tr.expiredCandidates(at(12)); len(got) != 0 {
+		t.Errorf("expiredCandidates = %v after the claim was Lost, want none: only Held claims count", got)
+	}
+}

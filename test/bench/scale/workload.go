@@ -122,9 +122,7 @@ func createDeployments(ctx context.Context, c client.Client, ns string, locks, p
 		name := lockName(i)
 		labels := map[string]string{"app": name}
 		spec := corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/lockwarden-bench:none"}},
-			// kwok ends a deleted pod at once whatever the grace period; the pod holds the lock
-			// until it is gone (DESIGN.md §3: a terminating pod still holds).
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/lockwarden-bench:none"}},
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 		}
 		if gated {
@@ -160,9 +158,9 @@ func createClaims(ctx context.Context, c client.Client, ns string, locks, perLoc
 	return time.Now(), err
 }
 
-// ender ends holders: it deletes a detached claim, or a pod claim's holder pod (Deployment pods
-// have generated names, so a replacement never has the old one's), on a pool of goroutines,
-// marking each claim retired in the tracker first.
+// ender ends holders: it deletes a detached claim, or a pod claim's holder pod with grace period
+// 0 (Deployment pods have generated names, so a replacement never has the old one's), on a pool
+// of goroutines, marking each claim retired in the tracker first.
 type ender struct {
 	c       client.Client
 	ns      string
@@ -193,7 +191,9 @@ func (e *ender) end(ctx context.Context, h heldClaim) error {
 	if h.pod == "" {
 		return e.c.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: h.claim}})
 	}
-	return e.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: h.pod}})
+	// At once, as make bench deletes holder pods: a graceful deletion would add the kubelet's
+	// (here kwok's) confirmation to every handoff, and a terminating pod still holds its lock.
+	return e.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: h.pod}}, client.GracePeriodSeconds(0))
 }
 
 // close waits for the queued ends and returns how many failed, and the last error.
