@@ -19,8 +19,9 @@ export CLUSTER_NAME="${CLUSTER_NAME:-lockwarden-scale}"
 export NODES="${NODES:-100}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/lockwarden-bench-scale.XXXXXX")
 # The benchmark stops the managers it starts by their PIDs (and the kernel kills them if it dies:
-# they run with a parent-death signal); this stops the cluster.
-trap 'hack/local-cluster.sh down' EXIT
+# they run with a parent-death signal); this stops the cluster and removes the built binaries,
+# keeping the managers' logs.
+trap 'hack/local-cluster.sh down; rm -f "$work/manager" "$work/bench-scale"; echo "bench-scale: logs in $work" >&2' EXIT
 
 cat >"$work/kwokctl.yaml" <<'YAML'
 apiVersion: config.kwok.x-k8s.io/v1alpha1
