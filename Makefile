@@ -113,6 +113,10 @@ test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster 
 bench: ## Benchmark grant and handoff latency and hot-lock throughput on a local cluster (prints figures).
 	hack/bench.sh $(BENCH_ARGS)
 
+.PHONY: bench-scale
+bench-scale: ## Measure the manager at size on a local cluster of 100 kwok nodes: 1,000 locks, 10,000 pods, churn, failover, 100,000 claims (prints figures; BENCH_SCALE_ARGS="-locks 20 -pods-per-lock 5 ..." for a small run; see docs/scale.md).
+	hack/bench-scale.sh $(BENCH_SCALE_ARGS)
+
 .PHONY: test-reliability-smoke
 test-reliability-smoke: ## The reliability harness's short smoke set (faults, fenced resource, checkers; a few minutes).
 	hack/test-reliability.sh smoke

@@ -8,6 +8,10 @@
 #   down        stop the cluster and delete its state
 #   kubeconfig  print the kubeconfig path
 #   crds        install the lockwarden CRDs (and the controller's namespace) into the running cluster
+#
+# Environment: CLUSTER_NAME (default lockwarden), NODES (fake nodes, default 3; each takes 110 pods),
+# KWOKCTL_CONFIG (optional: a KwokctlConfiguration file passed to kwokctl create cluster --config,
+# e.g. componentsPatches that raise the controller-manager's and scheduler's client QPS).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,7 +41,9 @@ up() {
     local log="$KWOK_WORKDIR/$CLUSTER_NAME-create.log"
     # --kubeconfig points at a throwaway file so that the user's ~/.kube/config is never touched;
     # the cluster's own kubeconfig is the one we print.
-    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary \
+    local config=()
+    [[ -z "${KWOKCTL_CONFIG:-}" ]] || config=(--config "$KWOKCTL_CONFIG")
+    kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary "${config[@]}" \
       --kubeconfig "$KWOK_WORKDIR/merged-kubeconfig.yaml" \
       --etcd-binary "$bin/etcd" \
       --kube-apiserver-binary "$bin/kube-apiserver" \

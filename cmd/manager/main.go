@@ -38,6 +38,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/apirequests"
 	etcdbackend "github.com/lockwarden/lockwarden/internal/backends/etcd"
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
@@ -60,6 +61,8 @@ type options struct {
 	metricsCertKey   string
 	enableHTTP2      bool
 	probeAddr        string
+	pprofAddr        string
+	apiRequestCounts bool
 	leaderElect      bool
 	leaderElectionID string
 	leaderElectionNS string
@@ -117,6 +120,12 @@ func parseFlags(args []string) (options, error) {
 		"Allow HTTP/2 on the metrics server (off by default: CVE-2023-44487 and CVE-2023-39325).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0",
+		"Address Go's /debug/pprof profiling endpoints bind to, e.g. 127.0.0.1:6060; 0 (the default) disables them. "+
+			"They are served over plain HTTP without authentication and reveal the process's memory: bind them to loopback only.")
+	fs.BoolVar(&o.apiRequestCounts, "api-request-metrics", false,
+		"Count every request this process sends to the API server by verb, resource, subresource and status code, "+
+			"in the metric lockwarden_api_requests_total (for benchmarks and write-budget checks; make bench-scale turns it on).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so that only one replica grants and renews locks.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "lockwarden.locks.lockwarden.io",
@@ -194,6 +203,14 @@ func run(o options) error {
 		return fmt.Errorf("no Kubernetes config (set --kubeconfig or KUBECONFIG, or run in a pod): %w", err)
 	}
 	cfg.QPS, cfg.Burst = clientQPS(o.qps), o.burst
+	if o.apiRequestCounts {
+		// Before any client is built from cfg, so that every one of them is counted.
+		counter := apirequests.New()
+		if err := counter.Register(ctrlmetrics.Registry); err != nil {
+			return fmt.Errorf("registering %s: %w", apirequests.MetricName, err)
+		}
+		cfg.Wrap(counter.Wrap)
+	}
 
 	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), setupLog)
 	// Checked before the manager starts: in a namespace that does not exist the manager would run,
@@ -235,6 +252,7 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 		Cache:                   controller.CacheOptions(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNS,

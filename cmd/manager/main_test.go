@@ -136,3 +136,17 @@ func TestMetricsFlags(t *testing.T) {
 	_, _, err = metricsServerOptions(o)
 	g.Expect(err).To(MatchError(ContainSubstring("loading the metrics certificate")), "a missing certificate stops the start")
 }
+
+// Profiling endpoints and per-resource request counts are for benchmarks (make bench-scale) and
+// debugging: a plain start serves neither.
+func TestDiagnosticsOffByDefault(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.pprofAddr).To(Equal("0"), "0 disables controller-runtime's pprof server")
+	g.Expect(o.apiRequestCounts).To(BeFalse())
+	o, err = parseFlags([]string{"--pprof-bind-address=127.0.0.1:6060", "--api-request-metrics"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.pprofAddr).To(Equal("127.0.0.1:6060"))
+	g.Expect(o.apiRequestCounts).To(BeTrue())
+}
