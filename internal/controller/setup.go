@@ -19,12 +19,15 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/boundedevents"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -64,7 +67,16 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("registering field indexes: %w", err)
 	}
 	resolver := &BackendResolver{Client: mgr.GetClient(), Registry: o.Registry}
-	recorder := mgr.GetEventRecorder("lockwarden")
+	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
+	// minutes, and lockwarden's events seldom repeat (package boundedevents).
+	var dropped *prometheus.CounterVec
+	if o.Metrics != nil {
+		dropped = o.Metrics.EventsDropped
+	}
+	recorder := boundedevents.New(mgr.GetClient(), mgr.GetScheme(), "lockwarden", eventInstance(), boundedevents.DefaultOptions, dropped)
+	if err := mgr.Add(recorder); err != nil {
+		return fmt.Errorf("adding the event recorder: %w", err)
+	}
 
 	if o.Guard != nil {
 		if err := mgr.Add(o.Guard); err != nil {
@@ -106,4 +118,13 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("setting up the LockBackend controller: %w", err)
 	}
 	return nil
+}
+
+// eventInstance is the reportingInstance of the manager's events: the pod's name in a cluster
+// (its hostname), "lockwarden" where that cannot be read.
+func eventInstance() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "lockwarden"
 }

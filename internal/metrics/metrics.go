@@ -58,6 +58,10 @@ type Metrics struct {
 	// True) and 0 for one whose last probe failed, by backend. Only the leader probes, so only
 	// the leader reports it; the series goes when the LockBackend is deleted.
 	BackendReady *prometheus.GaugeVec
+	// EventsDropped counts Kubernetes Events not written, by reason (queue-full, write-failed):
+	// the manager writes events at a bounded rate from a queue of bounded length
+	// (internal/boundedevents).
+	EventsDropped *prometheus.CounterVec
 	// state reports, at scrape time, claims by phase and the oldest wait and hold by backend;
 	// nil when New was given no cache.
 	state *stateCollector
@@ -116,6 +120,10 @@ func New(cache client.Reader, opts ...Option) *Metrics {
 			Name: "lockwarden_backend_ready",
 			Help: "Whether the LockBackend's last probe succeeded (1) or failed (0), by backend.",
 		}, []string{"backend"}),
+		EventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockwarden_events_dropped_total",
+			Help: "Kubernetes Events the manager did not write, by reason: queue-full (recorded faster than its write rate allows) or write-failed.",
+		}, []string{"reason"}),
 	}
 	if cache != nil {
 		m.state = newStateCollector(cache, o.clock)
@@ -136,7 +144,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // collectors are what Register adds: every collector, and the scrape-time gauges when New was
 // given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady}
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.EventsDropped}
 	if m.state != nil {
 		cs = append(cs, m.state)
 	}
