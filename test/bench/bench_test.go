@@ -565,7 +565,7 @@ func waitFor(ctx context.Context, held <-chan string, name string) error {
 func report(what string, d []time.Duration) quantiles {
 	q := quantilesOf(d)
 	fmt.Printf("  %-58s p50 %8.2f ms   p99 %8.2f ms   max %8.2f ms   (n=%d)\n", what,
-		ms(q.p50), ms(q.p99), ms(q.max), q.n)
+		ms(q.P50), ms(q.P99), ms(q.Max), q.N)
 	return q
 }
 

@@ -22,33 +22,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockwarden/lockwarden/test/bench/latency"
 )
 
-// quantiles summarizes a set of latencies.
-type quantiles struct {
-	p50, p99, max time.Duration
-	n             int
-}
+// quantiles summarizes latencies (package latency), with this benchmark's table cell.
+type quantiles struct{ latency.Quantiles }
 
-func quantilesOf(d []time.Duration) quantiles {
-	if len(d) == 0 {
-		return quantiles{}
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return quantiles{p50: q(0.50), p99: q(0.99), max: d[len(d)-1], n: len(d)}
-}
+func quantilesOf(d []time.Duration) quantiles { return quantiles{latency.Of(d)} }
 
 // cell is "p50 / p99 ms" with as many decimals as small figures need.
 func (q quantiles) cell() string {
-	if q.n == 0 {
+	if q.N == 0 {
 		return "–"
 	}
-	return fmtMS(q.p50) + " / " + fmtMS(q.p99) + " ms"
+	return fmtMS(q.P50) + " / " + fmtMS(q.P99) + " ms"
 }
 
 func fmtMS(d time.Duration) string {
@@ -131,9 +121,9 @@ func (r results) markdown() string {
 	sb.WriteString("|---|---|---|--:|---|---|---|\n")
 	for _, b := range r.backends {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %.1f | %s | %s | %s |\n", b.name, b.grant.cell(), b.handoff.cell(),
-			b.handoffsPerSec, perOp(b.grantWrites, b.grant.n), perOp(b.handoffWrites, b.handoff.n), b.steadyCell())
+			b.handoffsPerSec, perOp(b.grantWrites, b.grant.N), perOp(b.handoffWrites, b.handoff.N), b.steadyCell())
 	}
-	if r.floor.n > 0 {
+	if r.floor.N > 0 {
 		fmt.Fprintf(&sb, "| raw-write floor: one Lease update through client-go, same API server | %s | – | – | 1 | – | – |\n", r.floor.cell())
 	}
 	for _, f := range r.crdFloors {

@@ -22,6 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockwarden/lockwarden/test/bench/latency"
 )
 
 // Goals of issue #17, printed next to each figure. A benchmark prints figures: missing a goal
@@ -33,27 +35,16 @@ const (
 	goalFailoverDrained = 30 * time.Second
 )
 
-// quantiles summarizes latencies.
-type quantiles struct {
-	p50, p99, max time.Duration
-	n             int
-}
+// quantiles summarizes latencies (package latency), with this benchmark's table cell.
+type quantiles struct{ latency.Quantiles }
 
-func quantilesOf(d []time.Duration) quantiles {
-	if len(d) == 0 {
-		return quantiles{}
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return quantiles{p50: q(0.50), p99: q(0.99), max: d[len(d)-1], n: len(d)}
-}
+func quantilesOf(d []time.Duration) quantiles { return quantiles{latency.Of(d)} }
 
 func (q quantiles) cell() string {
-	if q.n == 0 {
+	if q.N == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("p50 %s / p99 %s (n=%d)", dur(q.p50), dur(q.p99), q.n)
+	return fmt.Sprintf("p50 %s / p99 %s (n=%d)", dur(q.P50), dur(q.P99), q.N)
 }
 
 // dur prints a duration with a precision that suits its size.
