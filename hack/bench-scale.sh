@@ -47,4 +47,4 @@ hack/local-cluster.sh crds
 echo "bench-scale: building the manager and the benchmark into $work" >&2
 CGO_ENABLED=0 go build -trimpath -ldflags "$(hack/ldflags.sh)" -o "$work/manager" ./cmd/manager
 go build -o "$work/bench-scale" ./test/bench/scale
-"$work/bench-scale" -manager "$work/manager" -workdir "$work" "$@"
+"$work/bench-scale" -manager "$work/manager" -workdir "$work" -cluster-dir "$(dirname "$KUBECONFIG")" "$@"

@@ -43,9 +43,8 @@ const lockAnnotationPrefix = "locks.lockwarden.io/"
 
 // trimPod keeps of a Pod what the controllers read (DESIGN.md §3 liveness, the pod lock
 // controller): its identity and resourceVersion, its deletion, its lockwarden annotations, its
-// scheduling gates and its phase. A trimmed Pod must only ever be patched (a merge patch computed
-// between two trimmed copies touches nothing else), never updated: an update would write the
-// trimmed object back.
+// scheduling gates and its phase. A trimmed Pod must only ever be patched with a patch that names
+// what it changes (holderPatch), never updated: an update would write the trimmed object back.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

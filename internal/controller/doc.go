@@ -51,8 +51,9 @@ package controller
 // references with blockOwnerDeletion, which the controller never sets.
 
 // Pods: a cache-fed watch tells holders' liveness; patch is needed for one write only, on pods
-// that ask for a lock by annotation: once their claim holds the lock, one optimistic-locked merge
-// patch adds the fencing-token and holder annotations and removes the lockwarden scheduling gate.
+// that ask for a lock by annotation: once their claim holds the lock, one UID-preconditioned strategic
+// merge patch adds the fencing-token and holder annotations and deletes the lockwarden scheduling
+// gate.
 // Nothing else on pods: no update (the patch is enough), no create or delete.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
 

@@ -134,6 +134,9 @@ type lockScope struct {
 	lowPending map[types.UID]bool
 	// wait is when to look again (0: only on an event).
 	wait time.Duration
+	// refreshWait is when a held claim's status.expireTime must next be moved forward (0: no
+	// held claim). When it is the pass's wait, the pass is queued ahead of other work.
+	refreshWait time.Duration
 	// retryErr is an error to return once the pass has written what it decided, so that the
 	// work queue retries with backoff (a backend that failed).
 	retryErr error
@@ -171,7 +174,7 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if s.retryErr != nil {
 		return ctrl.Result{}, s.retryErr
 	}
-	return ctrl.Result{RequeueAfter: jitter(s.wait)}, nil
+	return ctrl.Result{RequeueAfter: jitter(s.wait), Priority: passPriority(s.wait, s.refreshWait)}, nil
 }
 
 // staleRetry is how soon a pass that found the cache behind its own write looks again, should
@@ -228,6 +231,7 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Keys.OnRelease(r.wake)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).

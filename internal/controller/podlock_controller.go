@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -161,34 +163,61 @@ func (r *PodLockReconciler) reportWaiting(pod *corev1.Pod, claim *locksv1alpha1.
 }
 
 // markHolder writes the token and holder annotations and removes the scheduling gate in one
-// optimistic-locked patch: whoever sees the gate gone also sees the token.
+// patch: whoever sees the gate gone also sees the token.
 func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) error {
 	token := strconv.FormatInt(claim.Status.FencingToken, 10)
-	gate := slices.IndexFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == locksv1alpha1.PodSchedulingGate
 	})
 	if pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation] == token &&
-		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && gate < 0 {
+		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && !gated {
 		return nil
 	}
-	patched := pod.DeepCopy()
-	patched.Annotations[locksv1alpha1.PodFencingTokenAnnotation] = token
-	patched.Annotations[locksv1alpha1.PodHolderAnnotation] = claim.Status.HolderIdentity
-	if gate >= 0 {
-		patched.Spec.SchedulingGates = slices.Delete(patched.Spec.SchedulingGates, gate, gate+1)
+	patch, err := holderPatch(pod.UID, token, claim.Status.HolderIdentity, gated)
+	if err != nil {
+		return err
 	}
 	if err := checkGuard(r.Guard); err != nil {
 		return err
 	}
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		return fmt.Errorf("annotating pod %s with its fencing token: %w", pod.Name, err)
 	}
 	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
-	if gate >= 0 {
+	if gated {
 		msg += "; scheduling gate lifted"
 	}
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
 	return nil
+}
+
+// holderPatch is the strategic merge patch that marks a pod as the holder: it sets the token and
+// holder annotations and, when gated, deletes the lockwarden scheduling gate by its name, leaving
+// every other gate and annotation alone. Its metadata.uid is a precondition (a patch whose uid
+// differs from the stored pod's fails), so a new pod of the same name is never marked. There is
+// no resourceVersion precondition: nothing the patch writes depends on the rest of the pod, and
+// pods change often while they wait (the scheduler, the kubelet), which made an optimistic lock
+// fail and retry under churn.
+func holderPatch(uid types.UID, token, holder string, ungate bool) ([]byte, error) {
+	type gateDelete struct {
+		Patch string `json:"$patch"`
+		Name  string `json:"name"`
+	}
+	p := map[string]any{
+		"metadata": map[string]any{
+			"uid": uid,
+			"annotations": map[string]string{
+				locksv1alpha1.PodFencingTokenAnnotation: token,
+				locksv1alpha1.PodHolderAnnotation:       holder,
+			},
+		},
+	}
+	if ungate {
+		p["spec"] = map[string]any{
+			"schedulingGates": []gateDelete{{Patch: "delete", Name: locksv1alpha1.PodSchedulingGate}},
+		}
+	}
+	return json.Marshal(p)
 }
 
 // podLabelValue fits a pod name into a label value (at most 63 characters).

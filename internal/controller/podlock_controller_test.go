@@ -24,10 +24,13 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -139,5 +142,40 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		list := &locksv1alpha1.LockClaimList{}
 		Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(BeEmpty())
+	})
+
+	It("keep their other gates and annotations, and a new pod of the same name is never marked", func() {
+		ns := newNamespace()
+		newLock(ns, "shared")
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mixed",
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: "shared", "team": "storage"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}},
+				SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/quota"}, {Name: locksv1alpha1.PodSchedulingGate}}}}
+		Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+		Eventually(func(g Gomega) []corev1.PodSchedulingGate {
+			got := &corev1.Pod{}
+			g.Expect(k8sClient.Get(ctx(), key(p), got)).To(Succeed())
+			g.Expect(got.Annotations).To(HaveKeyWithValue("team", "storage"))
+			g.Expect(got.Annotations).To(HaveKey(locksv1alpha1.PodFencingTokenAnnotation))
+			return got.Spec.SchedulingGates
+		}).Should(Equal([]corev1.PodSchedulingGate{{Name: "example.com/quota"}}), "only the lockwarden gate is lifted")
+
+		// The patch carries the UID of the pod it was computed for: sent to a pod that replaced
+		// it under the same name, the API server refuses it and the new pod stays as it was.
+		stale, err := controller.HolderPatch(p.UID, "7", "someone", true)
+		Expect(err).NotTo(HaveOccurred())
+		deleteNow(p)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx(), key(p), &corev1.Pod{}))
+		}).Should(BeTrue())
+		replaced := newLockPod(ns, "mixed", "", true) // gated, not annotated: the controller only warns
+		err = k8sClient.Patch(ctx(), replaced, client.RawPatch(types.StrategicMergePatchType, stale))
+		Expect(err).To(HaveOccurred(), "a patch computed for an earlier pod of the same name must be refused")
+		Expect(podState(ns, "mixed")(Default)).To(Equal("gated/"))
+
+		fresh, err := controller.HolderPatch(replaced.UID, "7", "someone", true)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Patch(ctx(), replaced, client.RawPatch(types.StrategicMergePatchType, fresh))).To(Succeed())
+		Expect(podState(ns, "mixed")(Default)).To(Equal("ungated/7"))
 	})
 })

@@ -101,6 +101,7 @@ var allPhases = []string{"detached", "ungated", "gated", "churn", "failover", "c
 // config is the command line.
 type config struct {
 	kubeconfig, manager, workdir          string
+	clusterDir                            string
 	locks, podsPerLock                    int
 	lease                                 time.Duration
 	rows                                  []row
@@ -122,6 +123,7 @@ func parseConfig(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench-scale", flag.ContinueOnError)
 	fs.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the local cluster's kubeconfig")
 	fs.StringVar(&c.manager, "manager", "", "the manager binary built from this tree (make bench-scale builds it)")
+	fs.StringVar(&c.clusterDir, "cluster-dir", "", "the local cluster's kwokctl directory (its pids/ name the cluster's processes, whose CPU the windows account for; make bench-scale sets it)")
 	fs.StringVar(&c.workdir, "workdir", "", "directory for the managers' logs (default: a new temporary directory)")
 	fs.IntVar(&c.locks, "locks", 1000, "DistributedLocks of the pod workloads and of the claims workload")
 	fs.IntVar(&c.podsPerLock, "pods-per-lock", 10, "pods per lock (one Deployment per lock)")

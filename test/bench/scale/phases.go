@@ -352,6 +352,8 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 	stopSampling := make(chan struct{})
 	expired := sampleExpired(ctx, r.c, wl.t, wl.ns, r.cfg.sample, stopSampling)
 	mem := sampleMemory(ctx, r.m, 2*time.Second, stopSampling)
+	procs := r.watchedProcs(leader)
+	cpu0 := takeCPU(procs)
 	start := time.Now()
 	select {
 	case <-ctx.Done():
@@ -361,6 +363,7 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 	}
 	after, err := r.m.scrape(ctx, leader)
 	s.window = time.Since(start)
+	s.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
 	close(stopSampling)
 	s.expired, s.mem = <-expired, <-mem
 	if err != nil {
@@ -443,6 +446,8 @@ func (r *runner) churnWindow(ctx context.Context, wl *workload, label string) (c
 		}()
 	}
 
+	procs := r.watchedProcs(leader)
+	cpu0 := takeCPU(procs)
 	g0 := wl.t.snapshot().grants
 	_, h0 := wl.t.handoffsSince(0)
 	wl.t.notifyGrants(grants)
@@ -481,6 +486,7 @@ loop:
 	lat, _ := wl.t.handoffsSince(h0)
 	c.latency = quantilesOf(lat)
 	after, err := r.m.scrape(ctx, leader)
+	c.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
 	close(stopSampling)
 	c.expired, c.mem = <-expired, <-mem
 	if err == nil {

@@ -72,6 +72,8 @@ type steadyResult struct {
 	claimStatusWrites, claimWrites, lockWrites float64
 	expired                                    expiredStats
 	mem                                        memStats
+	// cpu is who used the machine's CPU in the window.
+	cpu cpuUsage
 	// note says what makes the figures doubtful, e.g. a leader change in the window.
 	note string
 }
@@ -94,8 +96,10 @@ type churnResult struct {
 	expired expiredStats
 	// requests and conflicts as in steadyResult, over the churn window.
 	requests, conflicts apiCounts
-	endErrors           int64
-	note                string
+	// cpu is who used the machine's CPU in the window.
+	cpu       cpuUsage
+	endErrors int64
+	note      string
 }
 
 func (c churnResult) perSec() float64 {
@@ -184,6 +188,7 @@ func (w *workloadResult) rows() []tableRow {
 		add("claim status writes per held claim per lease", fmt.Sprintf("%.2f (all claim writes %.2f; lease %s)", s.claimStatusWrites, s.claimWrites, dur(s.lease)),
 			"≤ 1", yesNo(s.claimStatusWrites <= 1))
 		add("DistributedLock writes per lock per lease", fmt.Sprintf("%.2f", s.lockWrites), "0", yesNo(s.lockWrites == 0))
+		add("CPU in steady state (cores busy, average over the window)", s.cpu.cell(), "–", "–")
 		add("Held claims with status.expireTime in the past, steady", s.expired.cell(), "0", yesNo(s.expired.samples > 0 && s.expired.max == 0))
 		if s.note != "" {
 			add("note", s.note, "–", "–")
@@ -196,6 +201,7 @@ func (w *workloadResult) rows() []tableRow {
 			add("API requests/s from the leader under churn", fmt.Sprintf("%.0f/s, of which writes %.0f/s; answered 409 Conflict: %s",
 				c.requests.total()/c.window.Seconds(), writes(c.requests)/c.window.Seconds(), conflictsCell(c.conflicts, c.window)), "–", "–")
 		}
+		add("CPU under churn (cores busy, average over the window)", c.cpu.cell(), "–", "–")
 		add("manager heap in use, RSS under churn (leader)", c.mem.cell(), "heap ≤ 64 MiB", yesNo(c.mem.samples > 0 && c.mem.max.heap <= goalHeapBytes))
 		add("Held claims with status.expireTime in the past, churn", c.expired.cell(), "0", yesNo(c.expired.samples > 0 && c.expired.max == 0))
 		if c.note != "" {
