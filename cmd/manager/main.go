@@ -48,6 +48,7 @@ import (
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/memlimit"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/version"
 )
@@ -74,6 +75,7 @@ type options struct {
 	qps              float64
 	burst            int
 	workers          int
+	memLimitRatio    float64
 	printVersion     bool
 	zap              zap.Options
 }
@@ -146,6 +148,9 @@ func parseFlags(args []string) (options, error) {
 		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
 	fs.IntVar(&o.workers, "claim-workers", 4, "Locks served in parallel (each lock by one worker at a time), and pods reconciled in parallel.")
+	fs.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.9,
+		"Set Go's soft memory limit to this share of the container's memory limit (read from its cgroup), so that the garbage collector "+
+			"works harder before the kernel would kill the process; 0 leaves it unset. GOMEMLIMIT in the environment takes precedence.")
 	fs.BoolVar(&o.printVersion, "version", false, "Print the version, git commit and Go version, and exit.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
@@ -165,6 +170,8 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("--leader-election-renew-deadline (%s) must be longer than 1.2 × --leader-election-retry-period (%s)", o.renewDeadline, o.retryPeriod)
 	case o.leaseDuration <= o.renewDeadline:
 		return o, fmt.Errorf("--leader-election-lease-duration (%s) must be longer than --leader-election-renew-deadline (%s)", o.leaseDuration, o.renewDeadline)
+	case o.memLimitRatio < 0 || o.memLimitRatio > 1:
+		return o, fmt.Errorf("--memory-limit-ratio must be from 0 (off) to 1, got %v", o.memLimitRatio)
 	case o.metricsCertPath != "" && !o.metricsSecure:
 		// A certificate for a server that speaks plain HTTP is a mistake worth stopping for: the
 		// operator expects the endpoint to be protected.
@@ -196,6 +203,7 @@ func newScheme() *runtime.Scheme {
 // run starts the manager with its controllers and blocks until a signal stops it.
 func run(o options) error {
 	setupLog := ctrl.Log.WithName("setup")
+	setupLog.Info("Go memory limit", "setting", memlimit.Apply(o.memLimitRatio))
 
 	scheme := newScheme()
 	cfg, err := ctrl.GetConfig()

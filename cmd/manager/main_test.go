@@ -150,3 +150,18 @@ func TestDiagnosticsOffByDefault(t *testing.T) {
 	g.Expect(o.pprofAddr).To(Equal("127.0.0.1:6060"))
 	g.Expect(o.apiRequestCounts).To(BeTrue())
 }
+
+// The Go memory limit follows the container's by default and is refused outside 0..1.
+func TestMemoryLimitRatio(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.memLimitRatio).To(Equal(0.9))
+	o, err = parseFlags([]string{"--memory-limit-ratio=0"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.memLimitRatio).To(BeZero())
+	for _, bad := range []string{"--memory-limit-ratio=1.5", "--memory-limit-ratio=-0.1"} {
+		_, err = parseFlags([]string{bad})
+		g.Expect(err).To(MatchError(ContainSubstring("--memory-limit-ratio must be from 0 (off) to 1")), bad)
+	}
+}
