@@ -167,9 +167,12 @@ var _ = Describe("TryAcquire", func() {
 		Expect(time.Since(start)).To(BeNumerically("<", 10*time.Second))
 		Expect(claimsOf(ns)(Default)).To(HaveLen(1), "TryAcquire returns once its claim is gone")
 
-		// Behind a waiting claim the answer is the same, whoever holds the lock.
-		waiting := acquireAsync(ctx(), lockclient.Request{Namespace: ns, Lock: "db"})
-		Eventually(claimsOf(ns)).Should(HaveLen(2))
+		// Behind a waiting claim the answer is the same. (The queue is in order of creation
+		// second, then name: "a-waiter" is ahead of the try's "db-..." claim.)
+		waiter := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-waiter"},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: "db"}}
+		Expect(k8sClient.Create(ctx(), waiter)).To(Succeed())
+		Eventually(claimPhase(ns, "a-waiter")).Should(Equal(locksv1alpha1.ClaimPending))
 		_, err = locks.TryAcquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db"})
 		Expect(err).To(MatchError(lockclient.ErrLockBusy))
 		Expect(err.Error()).To(ContainSubstring("position 2 in the queue"))
@@ -177,12 +180,10 @@ var _ = Describe("TryAcquire", func() {
 
 		// The waiter, not a try, gets the lock next.
 		Expect(holder.Release(ctx())).To(Succeed())
-		var a acquisition
-		Eventually(waiting).Should(Receive(&a))
-		Expect(a.err).NotTo(HaveOccurred())
-		Expect(a.res.FencingToken).To(BeNumerically(">", holder.FencingToken))
+		Eventually(claimPhase(ns, "a-waiter")).Should(Equal(locksv1alpha1.ClaimHeld))
 		st, err := locks.Status(ctx(), ns, "db")
 		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Holder.Claim).To(Equal("a-waiter"))
 		Expect(st.Queue).To(BeEmpty())
 	})
 
