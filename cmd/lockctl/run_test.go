@@ -201,7 +201,11 @@ var _ = Describe("lockctl run's command and the terminal", func() {
 		// lockctl leads a new session whose controlling terminal is the pty, in its foreground.
 		terminal, err := pty.Start(cmd)
 		Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = terminal.Close() }()
+		DeferCleanup(func() {
+			// lockctl leads its session and process group: on a failure, nothing outlives the test.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = terminal.Close()
+		})
 		out := gbytes.NewBuffer()
 		go func() { _, _ = io.Copy(io.MultiWriter(out, GinkgoWriter), terminal) }()
 		exited := make(chan error, 1)
