@@ -90,8 +90,9 @@ func (a *app) execute(root *cobra.Command, args []string) int {
 	case !parsed && !errors.As(err, &usage):
 		err = &usageError{msg: err.Error()}
 	}
-	fmt.Fprintln(a.stderr, errorLine(a.name(), subcommand(root, cmd), err))
-	return exitCode(err)
+	sub := subcommand(root, cmd)
+	fmt.Fprintln(a.stderr, errorLine(a.name(), sub, err))
+	return exitCode(sub, err)
 }
 
 // subcommand is cmd's path below root ("acquire", "completion"); "" for root itself.
@@ -126,9 +127,14 @@ func (a *app) checkPodNamespace(k *kubeFlags) error {
 	return nil
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM.
+// stopSignals are the signals that stop lockctl while it waits (a claim it made is withdrawn
+// first) and that run passes on to its command. SIGHUP is among them: a terminal that closes
+// while lockctl waits must not leave a claim queued, to be granted later to no one.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// signalContext is cancelled by one of stopSignals.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), stopSignals...)
 }
 
 // withTimeout bounds ctx by d when d > 0.

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,6 +103,9 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 			want: "lockctl: --namespace b differs from POD_NAMESPACE a"},
 		{args: []string{"run", "--lock", "db"}, want: "lockctl: run needs a command"},
 		{args: []string{"run", "--", "true"}, want: "lockctl: --lock is required"},
+		{args: []string{"run", "--lock", "db", "--grace", "-1s", "--", "true"}, want: "lockctl: --timeout and --grace must not be negative"},
+		{args: []string{"run", "--bogus", "--", "true"}, want: "lockctl: run: unknown flag: --bogus"},
+		{args: []string{"acquire", "--lock", "db", "--try=maybe"}, want: `lockctl: acquire: invalid value "maybe" for flag -try`},
 		{args: []string{"wait"}, want: "lockctl: wait takes one LockClaim name"},
 		{args: []string{"release"}, want: "lockctl: release takes either one LockClaim name or --lock"},
 		{args: []string{"release", "c", "--lock", "db"}, want: "lockctl: release takes either one LockClaim name or --lock"},
@@ -116,8 +120,12 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			a := &app{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return tc.env[k] }}
-			if code := a.main(tc.args); code != exitUsage {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, exitUsage, stderr.String())
+			want := exitUsage
+			if len(tc.args) > 0 && tc.args[0] == "run" {
+				want = runUsage // run's own codes stay out of its command's way
+			}
+			if code := a.main(tc.args); code != want {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, want, stderr.String())
 			}
 			if !strings.HasPrefix(stderr.String(), tc.want) {
 				t.Fatalf("stderr %q, want it to start with %q", stderr.String(), tc.want)
@@ -164,15 +172,26 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"wait", lerr(lockclient.ErrClaimNotFound, `claim "c" not found in namespace "team-a"`), 4,
 			`lockctl: claim "c" not found in namespace "team-a"; list the claims with: kubectl get lockclaims -n team-a`},
 		{"wait", lerr(lockclient.ErrClaimEnded, "claim ended in phase Lost"), 4, "lockctl: claim ended in phase Lost; run lockctl again to queue a new claim"},
-		{"run", lerr(lockclient.ErrLost, "lost lock \"db-migrate\"\nsomething"), 5, `lockctl: lost lock "db-migrate" something; its fencing token is stale; the command was stopped`},
+		{"acquire", lerr(lockclient.ErrLockBusy, `lock "db-migrate" in namespace "team-a" is busy (Queued: Held by claim web-0-db-migrate-1a2b3c4d5e; position 1 in the queue)`), 5,
+			`lockctl: lock "db-migrate" in namespace "team-a" is busy (Queued: Held by claim web-0-db-migrate-1a2b3c4d5e; position 1 in the queue); try again later, or see who holds it: lockctl status db-migrate -n team-a`},
+		{"run", lerr(lockclient.ErrLost, "lost lock \"db-migrate\"\nsomething"), 123, `lockctl: lost lock "db-migrate" something; its fencing token is stale; the command was stopped`},
+		{"run", lerr(lockclient.ErrLockBusy, "lock is busy"), 121, "lockctl: lock is busy; try again later, or see who holds it: lockctl status db-migrate -n team-a"},
+		{"run", lerr(lockclient.ErrTimedOut, "timed out waiting"), 124, "lockctl: timed out waiting; raise --timeout"},
+		{"run", lerr(lockclient.ErrLockNotFound, "gone"), 122, "lockctl: gone; create the DistributedLock or fix --lock"},
+		{"run", usagef("--lock is required"), 125, "lockctl: --lock is required; see lockctl run -h"},
+		{"run", &commandError{command: "nope", missing: true, err: exec.ErrNotFound}, 127, `lockctl: command "nope" not found in PATH; check the command's name and PATH`},
+		{"run", &commandError{command: "./x", err: fs.ErrPermission}, 126, `lockctl: cannot execute "./x": permission denied; check the file's permissions and interpreter line`},
+		{"run", &interrupted{signal: syscall.SIGHUP, lock: "db-migrate"}, 129, `lockctl: interrupted by SIGHUP while waiting for lock "db-migrate"; the claim was withdrawn`},
+		{"run", errors.New("dial tcp: connection refused"), 120, "lockctl: dial tcp: connection refused"},
+		{"run", exitStatus(7), 7, "lockctl: exit status 7"},
 		{"release", lerr(lockclient.ErrTimedOut, "not released yet"), 3, "lockctl: not released yet; check that the lockwarden controller is running"},
 		{"status", errors.New("Get \"https://x\": dial tcp: connection refused"), 1, `lockctl: Get "https://x": dial tcp: connection refused`},
 		{"acquire", fmt.Errorf("wrapped: %w", lerr(lockclient.ErrLockNotFound, "gone")), 4, "lockctl: wrapped: gone; create the DistributedLock or fix --lock"},
 		{"acquire", fmt.Errorf("reading LockClaim x: %w", context.Canceled), 1, "lockctl: interrupted by a signal"},
 	}
 	for _, tc := range cases {
-		if got := exitCode(tc.err); got != tc.code {
-			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
+		if got := exitCode(tc.cmd, tc.err); got != tc.code {
+			t.Errorf("exitCode(%s, %v) = %d, want %d", tc.cmd, tc.err, got, tc.code)
 		}
 		if tc.err == nil {
 			continue
@@ -248,7 +267,8 @@ func TestSuperviseStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 			}
 			lostErr := &lockclient.Error{Kind: lockclient.ErrLost, Detail: "lost"}
 			start := time.Now()
-			code, err := supervise(cmd, nil, 300*time.Millisecond, func(ctx context.Context) error {
+			child := &target{pid: cmd.Process.Pid, ownGroup: true, foreground: func() bool { return false }}
+			code, err := supervise(cmd, child, nil, 300*time.Millisecond, func(ctx context.Context) error {
 				time.Sleep(100 * time.Millisecond)
 				return lostErr
 			})
@@ -269,8 +289,90 @@ func TestSuperviseStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	}
 	signals := make(chan os.Signal, 1)
 	go func() { time.Sleep(100 * time.Millisecond); signals <- os.Interrupt }()
-	code, err := supervise(cmd, signals, time.Second, func(ctx context.Context) error { <-ctx.Done(); return nil })
+	child := &target{pid: cmd.Process.Pid, ownGroup: true, foreground: func() bool { return false }}
+	code, err := supervise(cmd, child, signals, time.Second, func(ctx context.Context) error { <-ctx.Done(); return nil })
 	if err != nil || code != 9 {
 		t.Fatalf("supervise = %d, %v; want 9 and no loss", code, err)
+	}
+}
+
+// In lockctl's own process group, in the foreground of a terminal, the command got the
+// terminal's SIGINT itself: lockctl must not send it a second one. Other signals, and SIGINT
+// when lockctl is not in the foreground, are passed on.
+func TestForwardSkipsTheTerminalsSignalsInTheForeground(t *testing.T) {
+	cases := []struct {
+		name       string
+		foreground bool
+		want       string
+	}{
+		{"foreground: INT came from the terminal", true, "term\n"},
+		{"background: INT is passed on", false, "int\nterm\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, ready := filepath.Join(dir, "out"), filepath.Join(dir, "ready")
+			cmd := exec.Command("sh", "-c", `trap 'echo int >> `+out+`' INT; trap 'echo term >> `+out+`; exit 0' TERM; touch `+ready+`; while :; do sleep 0.05; done`)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill() }()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatal("the command did not start")
+				}
+			}
+			child := &target{pid: cmd.Process.Pid, foreground: func() bool { return tc.foreground }}
+			child.forward(syscall.SIGINT)
+			time.Sleep(300 * time.Millisecond) // the shell runs a trap between two sleeps
+			child.forward(syscall.SIGTERM)
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Fatalf("the command saw %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A command that cannot run is refused before lockctl asks for the lock: no cluster is needed
+// to see it (the kubeconfig here points nowhere).
+func TestRunRefusesACommandThatCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	notExecutable := filepath.Join(dir, "script.sh")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\nexit 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		command string
+		code    int
+		line    string
+	}{
+		{"no-such-command-lockctl-test", runCommandMissing,
+			`lockctl: command "no-such-command-lockctl-test" not found in PATH; check the command's name and PATH`},
+		{filepath.Join(dir, "missing.sh"), runCommandMissing, `lockctl: command "` + filepath.Join(dir, "missing.sh") + `" not found: no such file or directory; check`},
+		{notExecutable, runCannotExecute, `lockctl: cannot execute "` + notExecutable + `": permission denied; check the file's permissions and interpreter line`},
+		{dir, runCannotExecute, `lockctl: cannot execute "` + dir + `": is a directory; check`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.command, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			env := map[string]string{"KUBECONFIG": filepath.Join(dir, "no-kubeconfig")}
+			a := &app{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return env[k] }}
+			code := a.main([]string{"run", "--lock", "db", "--", tc.command})
+			if code != tc.code {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
+			}
+			if !strings.HasPrefix(stderr.String(), tc.line) || strings.Count(stderr.String(), "\n") != 1 {
+				t.Fatalf("stderr %q, want one line starting with %q", stderr.String(), tc.line)
+			}
+		})
 	}
 }

@@ -29,12 +29,17 @@ import (
 func (a *app) acquireCommand(k *kubeFlags) *cobra.Command {
 	var o acquireOptions
 	cmd := &cobra.Command{
-		Use:   "acquire --lock NAME [--timeout D] [--token-file PATH]",
+		Use:   "acquire --lock NAME [--try] [--timeout D] [--token-file PATH]",
 		Short: "Take a lock for this pod and wait for it (init containers)",
 		Long: `Take a lock for this pod and wait for it: the init-container command. The claim is the pod's,
 named by the downward API (POD_NAME, POD_NAMESPACE, POD_UID); the controller releases the lock
-when the pod ends. A restarted init container finds its claim again.`,
-		Example:           fmt.Sprintf("  %s acquire --lock db-migrate --timeout 15m --token-file /lock/token", a.name()),
+when the pod ends. A restarted init container finds its claim again.
+
+With --try it does not queue: it takes the lock if the controller grants it at once, and
+otherwise withdraws the claim and exits 5 (busy). --timeout then bounds the wait for the
+controller's answer (default 30s).`,
+		Example: fmt.Sprintf(`  %[1]s acquire --lock db-migrate --timeout 15m --token-file /lock/token
+  %[1]s acquire --lock db-migrate --try || echo "someone else migrates"`, a.name()),
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -45,6 +50,7 @@ when the pod ends. A restarted init container finds its claim again.`,
 	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
 	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
+	f.BoolVar(&o.try, "try", false, "Do not queue: take the lock only if it is granted at once, else exit code 5")
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
@@ -53,6 +59,7 @@ when the pod ends. A restarted init container finds its claim again.`,
 type acquireOptions struct {
 	lock, tokenFile string
 	timeout         time.Duration
+	try             bool
 }
 
 // acquire takes the lock for lockctl's own pod.
@@ -78,11 +85,15 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
+	acquire := c.Acquire
+	if o.try {
+		acquire = c.TryAcquire
+	}
+	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}
-	return a.acquired(res, o.tokenFile)
+	return a.acquired(&hold.Result, o.tokenFile)
 }
 
 // waitCommand waits until an existing claim holds its lock.

@@ -20,19 +20,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os/exec"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
-// Exit codes. `lockctl run` exits with its command's code unless the lock was lost.
+// Exit codes of acquire, wait, release, status and version.
 const (
 	exitOK          = 0 // acquired, released, done
 	exitError       = 1 // anything else: API server unreachable, token file not writable, ...
 	exitUsage       = 2 // bad flags or arguments, missing POD_* environment
 	exitTimedOut    = 3 // --timeout passed before the lock was granted
 	exitClaimFailed = 4 // lock, pod, backend or claim missing, claim ended, or forbidden
-	exitLockLost    = 5 // run: the lock was lost while the command ran
+	exitBusy        = 5 // acquire --try: the lock is taken
+)
+
+// Exit codes of run that are lockctl's own, not its command's. They sit just below the shell's
+// 128+signal, where timeout(1) and env(1) put theirs (124 timed out, 125 the tool failed, 126
+// not executable, 127 not found), so that a command's usual codes (0 to 119) pass through
+// unmistaken. A command that exits 120 to 127 itself looks like lockctl: the docs say so.
+const (
+	runError          = 120 // lockctl failed: API server unreachable, token file not writable, ...
+	runBusy           = 121 // --try: the lock is taken; COMMAND did not run
+	runClaimFailed    = 122 // lock, pod, backend or claim missing, claim ended, or forbidden
+	runLockLost       = 123 // the lock was lost while COMMAND ran; COMMAND was stopped
+	runTimedOut       = 124 // --timeout passed before the lock was granted; COMMAND did not run
+	runUsage          = 125 // bad flags or arguments
+	runCannotExecute  = 126 // COMMAND was found but could not be started (not executable)
+	runCommandMissing = 127 // COMMAND was not found
 )
 
 // usageError is a mistake in the command line.
@@ -42,16 +62,19 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// exitCode maps an error to lockctl's exit code.
-func exitCode(err error) int {
+// exitCode maps an error to the exit code of lockctl's command cmd ("acquire", "run", ...).
+func exitCode(cmd string, err error) int {
+	if cmd == "run" {
+		return runExitCode(err)
+	}
 	var usage *usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &usage):
 		return exitUsage
-	case errors.Is(err, lockclient.ErrLost):
-		return exitLockLost
+	case errors.Is(err, lockclient.ErrLockBusy):
+		return exitBusy
 	case errors.Is(err, lockclient.ErrTimedOut):
 		return exitTimedOut
 	case errors.Is(err, lockclient.ErrLockNotFound), errors.Is(err, lockclient.ErrPodNotFound),
@@ -60,6 +83,88 @@ func exitCode(err error) int {
 		return exitClaimFailed
 	}
 	return exitError
+}
+
+// runExitCode maps an error of run to its exit code: lockctl's own codes (120 to 127), 128+n
+// when signal n stopped lockctl before its command ran, and the command's code (exitStatus).
+func runExitCode(err error) int {
+	var usage *usageError
+	var status exitStatus
+	var cmdErr *commandError
+	var sig *interrupted
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &status):
+		return int(status)
+	case errors.As(err, &usage):
+		return runUsage
+	case errors.As(err, &cmdErr) && cmdErr.missing:
+		return runCommandMissing
+	case errors.As(err, &cmdErr):
+		return runCannotExecute
+	case errors.As(err, &sig):
+		return 128 + int(sig.signal)
+	}
+	switch exitCode("", err) {
+	case exitBusy:
+		return runBusy
+	case exitTimedOut:
+		return runTimedOut
+	case exitClaimFailed:
+		return runClaimFailed
+	}
+	if errors.Is(err, lockclient.ErrLost) {
+		return runLockLost
+	}
+	return runError
+}
+
+// commandError says that run's command could not be started.
+type commandError struct {
+	command string
+	// missing: no such file, or not on PATH; else it exists but cannot be executed.
+	missing bool
+	err     error
+}
+
+func (e *commandError) Error() string {
+	cause := e.err
+	var execErr *exec.Error
+	var pathErr *fs.PathError
+	if errors.As(cause, &execErr) {
+		cause = execErr.Err
+	}
+	if errors.As(cause, &pathErr) {
+		cause = pathErr.Err
+	}
+	switch {
+	case errors.Is(cause, exec.ErrNotFound):
+		return fmt.Sprintf("command %q not found in PATH", e.command)
+	case e.missing:
+		return fmt.Sprintf("command %q not found: %v", e.command, cause)
+	}
+	return fmt.Sprintf("cannot execute %q: %v", e.command, cause)
+}
+
+func (e *commandError) Unwrap() error { return e.err }
+
+// interrupted says that a signal stopped lockctl while it waited for a lock.
+type interrupted struct {
+	signal syscall.Signal
+	lock   string
+}
+
+func (e *interrupted) Error() string {
+	return fmt.Sprintf("interrupted by %s while waiting for lock %q; the claim was withdrawn", signalName(e.signal), e.lock)
+}
+
+// signalName is a signal's conventional name: SIGHUP, SIGTERM.
+func signalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(s))
 }
 
 // errorLine is the one line that lockctl, invoked as prog ("lockctl", "kubectl lock"), prints to
@@ -84,6 +189,8 @@ func errorLine(prog, cmd string, err error) string {
 		hint = fmt.Sprintf("see %s %s -h", prog, cmd)
 	case errors.Is(err, lockclient.ErrLost):
 		hint = "its fencing token is stale; the command was stopped"
+	case errors.Is(err, lockclient.ErrLockBusy):
+		hint = fmt.Sprintf("try again later, or see who holds it: %s status %s -n %s", prog, lock, ns)
 	case errors.Is(err, lockclient.ErrTimedOut) && cmd == "release":
 		hint = "check that the lockwarden controller is running"
 	case errors.Is(err, lockclient.ErrTimedOut):
@@ -104,6 +211,13 @@ func errorLine(prog, cmd string, err error) string {
 		hint = fmt.Sprintf("list the claims with: kubectl get lockclaims -n %s", ns)
 	case errors.Is(err, lockclient.ErrClaimEnded):
 		hint = fmt.Sprintf("run %s again to queue a new claim", prog)
+	}
+	var cmdErr *commandError
+	switch {
+	case errors.As(err, &cmdErr) && cmdErr.missing:
+		hint = "check the command's name and PATH"
+	case errors.As(err, &cmdErr):
+		hint = "check the file's permissions and interpreter line"
 	}
 	if errors.Is(err, context.Canceled) && lerr == nil {
 		return prog + ": interrupted by a signal"

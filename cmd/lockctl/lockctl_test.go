@@ -186,7 +186,7 @@ var _ = Describe("lockctl run", func() {
 		Expect(claims(ns)).To(BeEmpty())
 	})
 
-	It("stops the command with TERM and exits 5 when the lock is lost", func() {
+	It("stops the command with TERM and exits 123 when the lock is lost", func() {
 		ns := newNamespace()
 		newLock(ns, "report")
 		dir := GinkgoT().TempDir()
@@ -200,13 +200,13 @@ var _ = Describe("lockctl run", func() {
 		Expect(list).To(HaveLen(1))
 		Expect(k8sClient.Delete(ctx(), &list[0])).To(Succeed())
 
-		Expect(proc.wait(30 * time.Second)).To(Equal(exitLockLost))
+		Expect(proc.wait(30 * time.Second)).To(Equal(runLockLost))
 		Expect(os.ReadFile(termFile)).To(Equal([]byte("term\n")))
 		Expect(proc.stderr()).To(MatchRegexp(`(?m)^lockctl: lost lock "report": claim "report-\w+" in namespace "` + ns + `" .*; its fencing token is stale; the command was stopped$`))
 		Eventually(func() []locksv1alpha1.LockClaim { return claims(ns) }).Should(BeEmpty())
 	})
 
-	It("exits 3 when --timeout passes before the command can start, and leaves no claim", func() {
+	It("exits 124 when --timeout passes before the command can start, and leaves no claim", func() {
 		ns := newNamespace()
 		newLock(ns, "report")
 		holder := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "holder"},
@@ -219,7 +219,7 @@ var _ = Describe("lockctl run", func() {
 
 		marker := filepath.Join(GinkgoT().TempDir(), "ran")
 		code, _, stderr := run(nil, "run", "--lock", "report", "-n", ns, "--timeout", "1s", "--", "touch", marker)
-		Expect(code).To(Equal(exitTimedOut))
+		Expect(code).To(Equal(runTimedOut))
 		Expect(oneLine(stderr)).To(HavePrefix(`lockctl: timed out waiting for lock "report"`))
 		Expect(marker).NotTo(BeAnExistingFile())
 		Eventually(func() []locksv1alpha1.LockClaim { return claims(ns) }).Should(HaveLen(1))

@@ -78,10 +78,10 @@ var _ = Describe("kubectl lock", func() {
 		Expect(code).To(Equal(exitOK), stderr)
 		Expect(stdout).To(ContainSubstring("Holder:      pod web-1"))
 
-		// run waits for the lock; with --timeout it gives up with exit code 3, and says how to
+		// run waits for the lock; with --timeout it gives up with exit code 124, and says how to
 		// look, in kubectl's words.
 		code, _, stderr = kubectl(path, nil, "lock", "run", "--lock", "db-migrate", "-n", ns, "--timeout", "1s", "--", "true")
-		Expect(code).To(Equal(exitTimedOut))
+		Expect(code).To(Equal(runTimedOut))
 		Expect(oneLine(stderr)).To(And(HavePrefix(`kubectl lock: timed out waiting for lock "db-migrate"`),
 			HaveSuffix("; raise --timeout, or see who holds the lock: kubectl lock status db-migrate -n "+ns)))
 

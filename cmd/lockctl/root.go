@@ -56,7 +56,8 @@ func (a *app) rootCommand() *cobra.Command {
 terminals (docs/lockctl.md).
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 timed out, 4 claim failed (lock, pod or claim missing,
-key conflict, forbidden), 5 lock lost during run; run otherwise exits with its command's code.`, prog),
+key conflict, forbidden), 5 busy (acquire --try). run exits with its command's code, or with one
+of its own from 120 to 127 (see run --help).`, prog),
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: prog},
 		Args:        cobra.ArbitraryArgs,
 		// Runs only without a known command: lockctl's usage errors, not cobra's help.

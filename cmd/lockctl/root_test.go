@@ -98,9 +98,13 @@ func TestUsageErrorsNameTheProgram(t *testing.T) {
 		{"kubectl lock", []string{"completion", "tcsh"}, `kubectl lock: unknown shell "tcsh": completion supports bash, zsh, fish and powershell; see kubectl lock completion -h`},
 	}
 	for _, tc := range cases {
+		want := exitUsage
+		if tc.args[0] == "run" {
+			want = runUsage
+		}
 		code, stdout, stderr := invoke(tc.prog, tc.args...)
-		if code != exitUsage || stderr != tc.want+"\n" || stdout != "" {
-			t.Errorf("%s %v: exit %d, stderr %q, stdout %q; want exit %d and stderr %q", tc.prog, tc.args, code, stderr, stdout, exitUsage, tc.want)
+		if code != want || stderr != tc.want+"\n" || stdout != "" {
+			t.Errorf("%s %v: exit %d, stderr %q, stdout %q; want exit %d and stderr %q", tc.prog, tc.args, code, stderr, stdout, want, tc.want)
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
@@ -36,17 +38,35 @@ import (
 // as acquire's, so that the lock goes with the pod even if lockctl is killed; elsewhere the claim
 // is detached. The command gets the token in LOCKWARDEN_FENCING_TOKEN; the claim is deleted when
 // the command ends. If the lock is lost meanwhile, the command gets SIGTERM, then SIGKILL after
-// --grace, and lockctl exits with exitLockLost.
+// --grace, and lockctl exits with runLockLost.
 func (a *app) runCommand(k *kubeFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run --lock NAME [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]",
+		Use:   "run --lock NAME [--try] [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]",
 		Short: "Hold a lock while a command runs",
 		Long: `Take the lock, run COMMAND with the fencing token in LOCKWARDEN_FENCING_TOKEN, release the lock
-when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM,
-SIGKILL after --grace, and the exit code is 5. Flags end at COMMAND; "--" before it is optional.`,
-		Example: fmt.Sprintf("  %s run --lock nightly-migration -n team-a --timeout 10m -- ./migrate.sh", a.name()),
-		Args:    cobra.ArbitraryArgs,
+when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM and
+SIGKILL after --grace. A signal (INT, TERM, HUP, QUIT) while lockctl waits for the lock withdraws
+the claim; once COMMAND runs, lockctl passes such signals on to it. With --try lockctl does not
+queue: if the lock is not granted at once, COMMAND does not run. Flags end at COMMAND; "--"
+before it is optional.
+
+Exit codes: COMMAND's own, or one of lockctl's, which COMMAND's usual codes do not reach:
+  120     lockctl failed: API server unreachable, token file not writable, ...
+  121     --try: the lock is taken; COMMAND did not run
+  122     the claim cannot succeed: lock, pod or backend missing, forbidden, claim ended
+  123     the lock was lost while COMMAND ran; COMMAND was stopped
+  124     --timeout passed before the lock was granted; COMMAND did not run
+  125     bad flags or arguments
+  126     COMMAND cannot be executed
+  127     COMMAND not found
+  128+N   lockctl got signal N while waiting for the lock; the claim was withdrawn
+          (COMMAND killed by signal N also exits 128+N, as in a shell)
+A COMMAND that exits 120 to 127 itself looks like lockctl; lockctl's own failures also print
+one line starting with "lockctl:" on stderr.`,
+		Example: fmt.Sprintf(`  %[1]s run --lock nightly-migration -n team-a --timeout 10m -- ./migrate.sh
+  %[1]s run --lock nightly-report --try -- ./report.sh   # skip the run if another one holds the lock`, a.name()),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return a.run(k, &o, args)
 		},
@@ -54,9 +74,10 @@ SIGKILL after --grace, and the exit code is 5. Flags end at COMMAND; "--" before
 	argsAreCommand(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
-	f.DurationVar(&o.timeout, "timeout", 0, "Give up waiting for the lock after this long, exit code 3 (0 waits forever)")
+	f.DurationVar(&o.timeout, "timeout", 0, "Give up waiting for the lock after this long, exit code 124 (0 waits forever; with --try, default 30s for the controller's answer)")
 	f.DurationVar(&o.grace, "grace", 10*time.Second, "After the lock is lost, how long the command has between SIGTERM and SIGKILL")
 	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
+	f.BoolVar(&o.try, "try", false, "Do not queue: run the command only if the lock is granted at once, else exit code 121")
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
@@ -65,6 +86,7 @@ SIGKILL after --grace, and the exit code is 5. Flags end at COMMAND; "--" before
 type runOptions struct {
 	lock, tokenFile string
 	timeout, grace  time.Duration
+	try             bool
 }
 
 // run takes the lock, runs command under supervise and releases the lock.
@@ -77,6 +99,10 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	case o.timeout < 0 || o.grace < 0:
 		return usagef("--timeout and --grace must not be negative")
 	}
+	// Before queueing: a command that cannot run must not take the lock from those that can.
+	if _, err := exec.LookPath(command[0]); err != nil {
+		return startError(command[0], err)
+	}
 	pod := a.podFromEnv()
 	if pod != nil {
 		if err := a.checkPodNamespace(k); err != nil {
@@ -88,22 +114,30 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		return err
 	}
 
-	// Until the command starts, a signal just stops the wait (and Acquire deletes the claim).
-	ctx, cancel := signalContext()
-	res, err := c.Acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
-	cancel()
+	// One subscription from the wait to the end, so that no signal finds lockctl without a
+	// handler (and dies leaving its claim) between the two.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, stopSignals...)
+	defer signal.Stop(signals)
+
+	acquire := c.Acquire
+	if o.try {
+		acquire = c.TryAcquire
+	}
+	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout}
+	hold, err := waitForLock(o.lock, signals, func(ctx context.Context) (*lockclient.Hold, error) { return acquire(ctx, req) })
 	if err != nil {
 		return err
 	}
 	release := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := c.Release(ctx, ns, res.Claim); err != nil {
+		if err := hold.Release(ctx); err != nil {
 			fmt.Fprintln(a.stderr, errorLine(a.name(), "release", err))
 		}
 	}
 	if o.tokenFile != "" {
-		if err := writeTokenFile(o.tokenFile, res.FencingToken); err != nil {
+		if err := writeTokenFile(o.tokenFile, hold.FencingToken); err != nil {
 			release()
 			return err
 		}
@@ -112,24 +146,29 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
-		"LOCKWARDEN_FENCING_TOKEN="+strconv.FormatInt(res.FencingToken, 10),
-		"LOCKWARDEN_LOCK="+res.Lock,
-		"LOCKWARDEN_CLAIM="+res.Claim,
-		"LOCKWARDEN_NAMESPACE="+res.Namespace,
+		"LOCKWARDEN_FENCING_TOKEN="+strconv.FormatInt(hold.FencingToken, 10),
+		"LOCKWARDEN_LOCK="+hold.Lock,
+		"LOCKWARDEN_CLAIM="+hold.Claim,
+		"LOCKWARDEN_NAMESPACE="+hold.Namespace,
 	)
-	// Its own process group, so that signals reach the whole command (a shell and its children).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(signals)
-	fmt.Fprintln(a.stderr, a.name()+": "+acquiredLine(res))
+	ownGroup := !hasControllingTerminal()
+	if ownGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	fmt.Fprintln(a.stderr, a.name()+": "+acquiredLine(&hold.Result))
 	if err := cmd.Start(); err != nil {
 		release()
-		return fmt.Errorf("starting %s: %w", command[0], err)
+		return startError(command[0], err)
 	}
 
-	code, lostErr := supervise(cmd, signals, o.grace, func(ctx context.Context) error {
-		return c.WaitLost(ctx, ns, res.Claim)
+	child := &target{pid: cmd.Process.Pid, ownGroup: ownGroup, foreground: inForeground}
+	code, lostErr := supervise(cmd, child, signals, o.grace, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hold.Context().Done():
+			return hold.Err()
+		}
 	})
 	release()
 	if lostErr != nil {
@@ -138,10 +177,114 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	return exitStatus(code)
 }
 
-// supervise waits for cmd, forwarding signals to its process group. When waitLost reports the lock
-// lost, the group gets SIGTERM, then SIGKILL after grace. It returns the command's exit code
-// (128+n for a command killed by signal n) and the loss, if any.
-func supervise(cmd *exec.Cmd, signals <-chan os.Signal, grace time.Duration, waitLost func(context.Context) error) (int, error) {
+// waitForLock takes the lock with acquire. A signal on signals ends the wait: acquire withdraws
+// its claim (or, had it just got the lock, the lock is released), and the error is an
+// *interrupted naming the signal.
+func waitForLock(lock string, signals <-chan os.Signal, acquire func(context.Context) (*lockclient.Hold, error)) (*lockclient.Hold, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got os.Signal
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case got = <-signals:
+			cancel()
+		case <-done:
+		}
+	}()
+	hold, err := acquire(ctx)
+	close(done)
+	<-watched
+	if got == nil {
+		return hold, err
+	}
+	if err == nil {
+		release, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = hold.Release(release)
+	}
+	sig, _ := got.(syscall.Signal)
+	return nil, &interrupted{signal: sig, lock: lock}
+}
+
+// startError describes why command could not be started: not found (exit code 127) or not
+// executable (126), as a shell tells them apart.
+func startError(command string, err error) error {
+	missing := errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
+	return &commandError{command: command, missing: missing, err: err}
+}
+
+// Which process group the command runs in.
+//
+// With a controlling terminal (an interactive shell, a script started from one, `kubectl exec
+// -it`), the command stays in lockctl's process group. The terminal and the shell's job control
+// work on process groups: only the terminal's foreground group may read from it (a process of
+// another group that reads gets SIGTTIN and stops), ^C, ^\ and ^Z go to the foreground group,
+// and fg/bg move whole groups. A command in a group of its own would sit in the background of a
+// terminal whose foreground is lockctl's, and an interactive command (a prompt, psql) would hang,
+// stopped, at its first read. In lockctl's group it is wherever lockctl is, as with env(1),
+// nice(1) or flock(1); the keys of the terminal reach it directly, so lockctl does not pass on
+// SIGINT and SIGQUIT while it is in the foreground (the command would get them twice), and it
+// signals the command's process alone (a signal to the group would reach lockctl too).
+//
+// Without a controlling terminal (a pod, a CronJob, CI, systemd) there is no job control, and
+// the command leads a process group of its own: a lock loss or a signal passed on then reaches
+// every process the command started (a shell script's children too), not only the first.
+
+// hasControllingTerminal says whether lockctl has a controlling terminal.
+func hasControllingTerminal() bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	_ = tty.Close()
+	return true
+}
+
+// inForeground says whether lockctl's process group is the foreground group of its controlling
+// terminal.
+func inForeground() bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	defer func() { _ = tty.Close() }()
+	pgrp, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// target is the command as lockctl signals it.
+type target struct {
+	pid int
+	// ownGroup: the command leads its own process group, which gets every signal.
+	ownGroup bool
+	// foreground says whether lockctl is in the foreground of its terminal now.
+	foreground func() bool
+}
+
+// kill sends sig to the command: its process group, or its process in lockctl's group.
+func (t *target) kill(sig syscall.Signal) {
+	if t.ownGroup {
+		_ = syscall.Kill(-t.pid, sig)
+		return
+	}
+	_ = syscall.Kill(t.pid, sig)
+}
+
+// forward passes on a signal that lockctl got, except SIGINT and SIGQUIT that the terminal sent
+// to the whole foreground group, the command included.
+func (t *target) forward(sig syscall.Signal) {
+	if !t.ownGroup && (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && t.foreground() {
+		return
+	}
+	t.kill(sig)
+}
+
+// supervise waits for cmd, passing signals on to it. When waitLost reports the lock lost, the
+// command gets SIGTERM, then SIGKILL after grace. It returns the command's exit code (128+n for
+// a command killed by signal n) and the loss, if any.
+func supervise(cmd *exec.Cmd, child *target, signals <-chan os.Signal, grace time.Duration, waitLost func(context.Context) error) (int, error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -149,7 +292,6 @@ func supervise(cmd *exec.Cmd, signals <-chan os.Signal, grace time.Duration, wai
 	lost := make(chan error, 1)
 	go func() { lost <- waitLost(ctx) }()
 
-	group := -cmd.Process.Pid
 	var lostErr error
 	var kill <-chan time.Time
 	for {
@@ -162,13 +304,13 @@ func supervise(cmd *exec.Cmd, signals <-chan os.Signal, grace time.Duration, wai
 				continue
 			}
 			lostErr = err
-			_ = syscall.Kill(group, syscall.SIGTERM)
+			child.kill(syscall.SIGTERM)
 			kill = time.After(grace)
 		case <-kill:
-			_ = syscall.Kill(group, syscall.SIGKILL)
+			child.kill(syscall.SIGKILL)
 		case s := <-signals:
 			if sig, ok := s.(syscall.Signal); ok {
-				_ = syscall.Kill(group, sig)
+				child.forward(sig)
 			}
 		}
 	}

@@ -19,10 +19,14 @@ limitations under the License.
 // on it.
 //
 //	c, err := lockclient.New(cfg)
-//	res, err := c.Acquire(ctx, lockclient.Request{Namespace: "team-a", Lock: "db-migrate",
+//	hold, err := c.Acquire(ctx, lockclient.Request{Namespace: "team-a", Lock: "db-migrate",
 //		Pod: &lockclient.Pod{Name: os.Getenv("POD_NAME"), UID: types.UID(os.Getenv("POD_UID"))}})
-//	// use res.FencingToken with the protected resource
-//	err = c.Release(ctx, res.Namespace, res.Claim)
+//	defer hold.Release(context.WithoutCancel(ctx))
+//	// work under hold.Context(), which ends if the lock is lost; pass hold.FencingToken to the
+//	// protected resource
+//
+// TryAcquire takes a lock only if it is free (ErrLockBusy otherwise), and WithLock runs a
+// function under a lock and releases it after.
 //
 // A claim made for a pod is owned by the pod (garbage collected with it) and has a name derived
 // from the pod's UID and the lock, so a restarted process of the same pod finds its claim again
@@ -136,6 +140,9 @@ type Result struct {
 	Waited time.Duration
 	// Reattached says the claim already existed (a restarted process of the same pod).
 	Reattached bool
+
+	// uid is the claim's UID: a claim of the same name with another UID is another claim.
+	uid types.UID
 }
 
 // Holder is the pod name of a held claim, or the claim's name when it is detached.
@@ -174,8 +181,9 @@ func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock s
 
 // Acquire creates a claim for req (or, for a pod, finds the one it already has) and waits until
 // it holds the lock. On failure a claim that does not hold the lock is deleted, so that it is
-// never granted to a caller that has given up.
-func (c *Client) Acquire(ctx context.Context, req Request) (*Result, error) {
+// never granted to a caller that has given up. The Hold it returns says what was granted, tells
+// when the hold ends (Hold.Context) and releases it (Hold.Release); ctx bounds only the wait.
+func (c *Client) Acquire(ctx context.Context, req Request) (*Hold, error) {
 	start := time.Now()
 	waitCtx := ctx
 	if req.Timeout > 0 {
@@ -204,7 +212,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.Waited = time.Since(start)
 	res.Reattached = reattached
-	return res, nil
+	return newHold(ctx, c, res), nil
 }
 
 // timedOut reports err as ErrTimedOut when waitCtx's deadline (and not the caller's) ended it.

@@ -50,6 +50,9 @@ var (
 	ErrClaimEnded = errors.New("claim ended without the lock")
 	// ErrLost: a held claim stopped holding its lock.
 	ErrLost = errors.New("lock lost")
+	// ErrLockBusy: TryAcquire found the lock taken (held, or claims queued ahead) and did not
+	// queue.
+	ErrLockBusy = errors.New("lock busy")
 )
 
 // Error describes a failure about one lock or claim. Kind is one of the sentinels above.

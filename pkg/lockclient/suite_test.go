@@ -136,7 +136,7 @@ func claimExists(ns, name string) func() bool {
 
 // acquisition is the outcome of an Acquire that runs in the background.
 type acquisition struct {
-	res *lockclient.Result
+	res *lockclient.Hold
 	err error
 }
 

@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -58,13 +59,19 @@ func (c *Client) Wait(ctx context.Context, namespace, name string) (*Result, err
 
 // WaitLost blocks while the claim namespace/name holds its lock. It returns an *Error of kind
 // ErrLost as soon as the claim stops holding it (lost, released, deleted), and nil when ctx ends
-// first.
+// first. A Hold's Context does the same for a claim the caller acquired.
 func (c *Client) WaitLost(ctx context.Context, namespace, name string) error {
+	return c.waitLost(ctx, namespace, name, "")
+}
+
+// waitLost is WaitLost for the claim with UID uid (any UID when empty): a claim of that name
+// with another UID is a new claim, and the hold of the old one has ended.
+func (c *Client) waitLost(ctx context.Context, namespace, name string, uid types.UID) error {
 	var lost error
 	// The API server not answering says nothing about the lock, which the controller keeps
 	// renewing: read and watch again, backing off.
 	_ = wait.ExponentialBackoffWithContext(ctx, lostRetry, func(ctx context.Context) (bool, error) {
-		err := c.waitLost(ctx, namespace, name)
+		err := c.watchLost(ctx, namespace, name, uid)
 		var typed *Error
 		if errors.As(err, &typed) {
 			lost = err
@@ -81,11 +88,11 @@ func (c *Client) WaitLost(ctx context.Context, namespace, name string) error {
 // lostRetry spaces WaitLost's attempts to read the claim while the API server does not answer.
 var lostRetry = wait.Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
-func (c *Client) waitLost(ctx context.Context, namespace, name string) error {
+func (c *Client) watchLost(ctx context.Context, namespace, name string, uid types.UID) error {
 	return c.watchClaim(ctx, namespace, name, func(claim *locksv1alpha1.LockClaim) (bool, error) {
 		lost := &Error{Kind: ErrLost, Namespace: namespace, Claim: name}
 		switch {
-		case claim == nil:
+		case claim == nil || (uid != "" && claim.UID != uid):
 			lost.Detail = fmt.Sprintf("lost the lock: claim %q in namespace %q was deleted", name, namespace)
 		case !claim.DeletionTimestamp.IsZero():
 			lost.Lock = claim.Spec.LockName
@@ -221,6 +228,7 @@ func result(claim *locksv1alpha1.LockClaim) *Result {
 		Namespace:    claim.Namespace,
 		Lock:         claim.Spec.LockName,
 		Claim:        claim.Name,
+		uid:          claim.UID,
 		Identity:     claim.Status.HolderIdentity,
 		FencingToken: claim.Status.FencingToken,
 	}

@@ -1,0 +1,156 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// DefaultTryTimeout bounds how long TryAcquire waits for the controller's answer when the
+// Request has no Timeout.
+const DefaultTryTimeout = 30 * time.Second
+
+// TryAcquire asks for the lock once, without queueing: it returns the Hold when the lock is
+// granted at once, and an *Error of kind ErrLockBusy when it is taken.
+//
+// The controller grants asynchronously, so "at once" means on the controller's first answer to
+// the claim that TryAcquire creates, not within some time: the claim becomes Held (granted), or
+// stays Pending with the Acquired reason Queued behind other claims (queue position 2 or more,
+// or position 1 behind the holder that the lock's status names), or Contended (a client outside
+// lockwarden holds the backend key). A busy lock's claim is deleted, and TryAcquire returns once
+// it is gone, so a busy answer leaves nothing behind. Between the answer and the deletion the
+// controller may still grant the claim (the holder let go just then); the deletion releases it
+// again at once, with no work done under it.
+//
+// req.Timeout (DefaultTryTimeout when 0) bounds the wait for that answer, for a controller that
+// is down or a backend that cannot be reached: then the error is ErrTimedOut and the claim is
+// deleted too. It is also written to the claim as spec.waitTimeoutSeconds, so that the
+// controller never grants the claim of a caller that has died meanwhile.
+//
+// For a pod that already has a claim for the lock (Reattached): when that claim holds the lock
+// the Hold is returned; when it waits, the error is ErrLockBusy and the claim, which another
+// process of the pod may be waiting on, is left as it is.
+func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
+	start := time.Now()
+	if req.Timeout <= 0 {
+		req.Timeout = DefaultTryTimeout
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+	claim, reattached, err := c.Claim(waitCtx, req)
+	if err != nil {
+		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
+	}
+	res, err := c.try(waitCtx, claim)
+	if err == nil {
+		res.Waited = time.Since(start)
+		res.Reattached = reattached
+		return newHold(ctx, c, res), nil
+	}
+	if waitCtx.Err() != nil && ctx.Err() == nil {
+		err = &Error{Kind: ErrTimedOut, Namespace: req.Namespace, Lock: req.Lock, Claim: claim.Name, Err: context.DeadlineExceeded,
+			Detail: fmt.Sprintf("no answer from the lockwarden controller within %s for lock %q in namespace %q (claim %q)",
+				req.Timeout, req.Lock, req.Namespace, claim.Name)}
+	}
+	if !reattached {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		// Best effort: the caller learns about the lock either way.
+		_ = c.deleteAndWait(cleanup, claim)
+	}
+	return nil, err
+}
+
+// try waits for the controller's first answer to claim: a result when it holds the lock, an
+// ErrLockBusy error when the lock is taken, or the error that Wait would return.
+func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Result, error) {
+	var res *Result
+	err := c.watchClaim(ctx, claim.Namespace, claim.Name, func(current *locksv1alpha1.LockClaim) (bool, error) {
+		if current == nil || current.UID != claim.UID {
+			return true, &Error{Kind: ErrClaimEnded, Namespace: claim.Namespace, Lock: claim.Spec.LockName, Claim: claim.Name,
+				Detail: fmt.Sprintf("claim %q in namespace %q was deleted before the controller answered", claim.Name, claim.Namespace)}
+		}
+		r, err := c.evaluate(ctx, current)
+		if r != nil || err != nil {
+			res = r
+			return true, err
+		}
+		holder := ""
+		if needsLockHolder(current) {
+			l := &locksv1alpha1.DistributedLock{}
+			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: current.Spec.LockName}, l); err != nil {
+				return true, apiError(err, "reading DistributedLock "+current.Spec.LockName)
+			}
+			if h := l.Status.Holder; h != nil {
+				holder = h.Claim
+			}
+		}
+		if isBusy(current, holder) {
+			return true, &Error{Kind: ErrLockBusy, Namespace: current.Namespace, Lock: current.Spec.LockName, Claim: current.Name,
+				Phase: current.Status.Phase, Reason: acquiredReason(current),
+				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", current.Spec.LockName, current.Namespace, acquiredMessage(current))}
+		}
+		return false, nil
+	})
+	return res, err
+}
+
+// queuedAt is the queue position of a claim whose status says Pending and Queued, and 0 for any
+// other claim.
+func queuedAt(claim *locksv1alpha1.LockClaim) int32 {
+	cond := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
+	if claim.Status.Phase != locksv1alpha1.ClaimPending || cond == nil || cond.Status != metav1.ConditionFalse ||
+		cond.Reason != locksv1alpha1.ReasonQueued {
+		return 0
+	}
+	return claim.Status.QueuePosition
+}
+
+// needsLockHolder says whether isBusy needs the lock's holder to judge claim: it is next in the
+// queue, and waits either behind a holder or for a moment (the key has just passed to the lock).
+func needsLockHolder(claim *locksv1alpha1.LockClaim) bool {
+	return queuedAt(claim) == 1
+}
+
+// isBusy says whether a waiting claim's status is the controller's answer that the lock is
+// taken: Contended (another client holds the backend key), Queued behind other claims, or Queued
+// first in line behind holderClaim, the claim the lock's status names as holder ("" for none).
+// Anything else (no status yet, a backend outage being waited out) is no answer yet.
+func isBusy(claim *locksv1alpha1.LockClaim, holderClaim string) bool {
+	cond := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
+	if claim.Status.Phase != locksv1alpha1.ClaimPending || cond == nil || cond.Status != metav1.ConditionFalse {
+		return false
+	}
+	if cond.Reason == locksv1alpha1.ReasonContended {
+		return true
+	}
+	switch pos := queuedAt(claim); {
+	case pos > 1:
+		return true
+	case pos == 1:
+		return holderClaim != "" && holderClaim != claim.Name
+	}
+	return false
+}
