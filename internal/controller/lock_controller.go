@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,9 +135,6 @@ type lockScope struct {
 	lowPending map[types.UID]bool
 	// wait is when to look again (0: only on an event).
 	wait time.Duration
-	// refreshWait is when a held claim's status.expireTime must next be moved forward (0: no
-	// held claim). When it is the pass's wait, the pass is queued ahead of other work.
-	refreshWait time.Duration
 	// retryErr is an error to return once the pass has written what it decided, so that the
 	// work queue retries with backoff (a backend that failed).
 	retryErr error
@@ -174,7 +172,7 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if s.retryErr != nil {
 		return ctrl.Result{}, s.retryErr
 	}
-	return ctrl.Result{RequeueAfter: jitter(s.wait), Priority: passPriority(s.wait, s.refreshWait)}, nil
+	return ctrl.Result{RequeueAfter: jitter(s.wait), Priority: ptr.To(timerPriority)}, nil
 }
 
 // staleRetry is how soon a pass that found the cache behind its own write looks again, should

@@ -31,19 +31,32 @@ import (
 )
 
 // How a lock's passes are ordered in the work queue (controller-runtime's priority queue: higher
-// priority first, then first come first served).
+// priority first, then first come, first served).
 //
 // The queue gives the objects of the informers' initial lists priority -100, so that a manager
 // that starts, or a standby that becomes leader, serves news before it revisits what it already
-// knows; and a pass that asks to run again keeps the priority it ran with. Both are wrong for a
-// lock with a hold: after a failover the new leader must resume every hold and move its claims'
-// status.expireTime forward before it passes, and at -100 those passes waited behind every pod
-// and claim event of the cluster (the scale benchmark measured 28 s until the last hold was
-// resumed and Held claims up to 92 s past their expireTime, at 1,000 locks under churn). So a
-// lock found with a recorded hold is queued at refreshPriority, and so is every pass woken to
-// refresh a hold (passPriority in lock_plan.go).
+// knows; and a pass that asks to run again keeps, unless it says otherwise, the priority it ran
+// with. Both are wrong for a lock with a hold. After a failover the new leader must resume every
+// hold and move its claims' status.expireTime forward before it passes; at -100 those passes
+// waited behind every pod and claim event of the cluster, and so did every later refresh of the
+// same lock, until some event about it raised it to 0 (the scale benchmark measured 28 s until
+// the last hold was resumed, and Held claims up to 92 s past their expireTime, at 1,000 locks
+// under churn). So a lock that appears with a recorded hold is queued at resumePriority, once,
+// and every pass asks for its next one at timerPriority.
+//
+// Refreshes are deliberately not raised above events: the queue merges an event into a pass
+// already waiting for its timer and keeps the higher of the two priorities, so a raised refresh
+// timer would raise every event of every held lock as well, and locks still waiting for their
+// first grant would starve behind them (measured: 353 of 1,000 locks went 30 s without a grant).
 
-// holdsFirst is a second handler on the DistributedLock informer: it queues at refreshPriority
+const (
+	// resumePriority is the priority of the first pass of a lock found with a recorded hold.
+	resumePriority = 10
+	// timerPriority is the priority of the next pass a pass asks for: that of events.
+	timerPriority = 0
+)
+
+// holdsFirst is a second handler on the DistributedLock informer: it queues at resumePriority
 // the locks that appear with a recorded hold (the initial list, or a lock created by a restore
 // with its status). The builder's own handler queues them too; the queue keeps the higher
 // priority of the two.
@@ -65,10 +78,10 @@ func holdsFirst() handler.TypedEventHandler[*locksv1alpha1.DistributedLock, reco
 }
 
 // appearPriority is the priority of the first pass of a lock the informer shows for the first
-// time: refreshPriority when it records a hold, none (the builder's default) when not.
+// time: resumePriority when it records a hold, none (the builder's default) when not.
 func appearPriority(lock *locksv1alpha1.DistributedLock) *int {
 	if lock == nil || lock.Status.Holder == nil {
 		return nil
 	}
-	return ptr.To(refreshPriority)
+	return ptr.To(resumePriority)
 }

@@ -307,9 +307,8 @@ func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope
 		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
 			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
 		}
-		next := max(refreshAt(c.Status.ExpireTime.Time, s.ttl).Sub(s.now), time.Second)
-		s.refreshWait = soonest(s.refreshWait, next)
-		s.wait = soonest(s.wait, next)
+		next := refreshAt(c.Status.ExpireTime.Time, s.ttl).Sub(s.now)
+		s.wait = soonest(s.wait, max(next, time.Second))
 	}
 	return nil
 }

@@ -23,7 +23,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
@@ -187,23 +186,6 @@ func refreshDue(expire *time.Time, ttl time.Duration, now time.Time) bool {
 // claim writes. The slack lets the renewal land first and leaves a quarter lease before expiry.
 func refreshAt(expire time.Time, ttl time.Duration) time.Time {
 	return expire.Add(-ttl / 4)
-}
-
-// refreshPriority is the work-queue priority of a pass that keeps a hold: one woken to refresh
-// held claims, or a lock that appears with a recorded hold (lock_enqueue.go). Events have
-// priority 0 and the informers' initial lists -100. A refresh has a deadline, the claim's
-// status.expireTime, which a Held claim must never show in the past; a grant or a queue update
-// is only as late as the queue is long. So when passes pile up, refreshes go first.
-const refreshPriority = 10
-
-// passPriority is the priority of the next pass: refreshPriority when it is woken for a refresh,
-// else 0. Never nothing: the queue would keep the priority this pass ran with, and a lock first
-// queued from an informer's initial list would then run at -100 for ever, behind every event.
-func passPriority(wait, refreshWait time.Duration) *int {
-	if refreshWait > 0 && wait == refreshWait {
-		return ptr.To(refreshPriority)
-	}
-	return ptr.To(0)
 }
 
 // lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting

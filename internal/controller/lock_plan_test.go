@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
@@ -158,33 +157,14 @@ func TestRefreshDue(t *testing.T) {
 	}
 }
 
-func TestPassPriority(t *testing.T) {
-	cases := []struct {
-		name              string
-		wait, refreshWait time.Duration
-		want              *int
-	}{
-		{"no timer", 0, 0, ptr.To(0)},
-		{"a refresh is next", 7 * time.Second, 7 * time.Second, ptr.To(refreshPriority)},
-		{"something else comes first", 5 * time.Second, 7 * time.Second, ptr.To(0)},
-		{"no held claim", 5 * time.Second, 0, ptr.To(0)},
-	}
-	for _, c := range cases {
-		got := passPriority(c.wait, c.refreshWait)
-		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
-			t.Errorf("%s: passPriority = %v, want %v", c.name, ptr.Deref(got, -1), ptr.Deref(c.want, -1))
-		}
-	}
-}
-
 func TestAppearPriority(t *testing.T) {
 	free := &locksv1alpha1.DistributedLock{}
 	held := &locksv1alpha1.DistributedLock{Status: locksv1alpha1.DistributedLockStatus{Holder: &locksv1alpha1.LockHolder{Claim: "c"}}}
 	if p := appearPriority(free); p != nil {
 		t.Errorf("a free lock: priority %d, want the default", *p)
 	}
-	if p := appearPriority(held); p == nil || *p != refreshPriority {
-		t.Errorf("a held lock: priority %v, want %d", p, refreshPriority)
+	if p := appearPriority(held); p == nil || *p != resumePriority {
+		t.Errorf("a held lock: priority %v, want %d", p, resumePriority)
 	}
 	if p := appearPriority(nil); p != nil {
 		t.Errorf("nil: priority %d, want the default", *p)
