@@ -373,7 +373,7 @@ func TestDefaults(t *testing.T) {
 		g := NewWithT(t)
 		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"))
 		g.Expect(objs.keys()).To(ContainElements("ServiceMonitor/lw-lockwarden", "LockBackend/redis-main", "LockBackend/etcd",
-			"PrometheusRule/lw-lockwarden", "ConfigMap/lw-lockwarden-dashboard"))
+			"PrometheusRule/lw-lockwarden", "ConfigMap/lw-lockwarden-dashboard", bindingKey))
 		var d appsv1.Deployment
 		objs.get(t, "Deployment/lw-lockwarden", &d)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HavePrefix("registry.example.com/lockwarden@sha256:"))
