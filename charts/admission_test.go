@@ -56,8 +56,9 @@ var excludeGateOff = []string{
 
 func TestAdmissionPolicyRenders(t *testing.T) {
 	g := NewWithT(t)
-	// helm template assumes the Kubernetes release of helm's client-go (1.37), which serves the API.
-	objs := render(t)
+	// helm template, asking no cluster, assumes API groups and versions but no kinds: the
+	// capability is given as helm install finds it in a cluster's discovery.
+	objs := render(t, "--api-versions", mapAPI)
 	var policy admissionregistrationv1.MutatingAdmissionPolicy
 	objs.get(t, policyKey, &policy)
 	spec := policy.Spec
@@ -81,17 +82,25 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 	g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
 
 	t.Run("admissionPolicy.enabled=false leaves the policy and its binding out", func(t *testing.T) {
-		objs := render(t, "--set", "admissionPolicy.enabled=false")
+		objs := render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.enabled=false")
 		NewWithT(t).Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")))
+	})
+	t.Run("without the API (Kubernetes before 1.36) the chart renders everything else", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, kube := range []string{"1.32.0", "1.35.3"} {
+			objs := render(t, "--kube-version", kube)
+			g.Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")), kube)
+			g.Expect(objs.keys()).To(ContainElements("Deployment/lw-lockwarden", "ClusterRole/lw-lockwarden-manager"), kube)
+		}
 	})
 	t.Run("admissionPolicy.namespaceSelector limits the binding", func(t *testing.T) {
 		g := NewWithT(t)
 		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
-		render(t, excludeGateOff...).get(t, bindingKey, &binding)
+		render(t, append([]string{"--api-versions", mapAPI}, excludeGateOff...)...).get(t, bindingKey, &binding)
 		g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "e2e.lockwarden.io/gate", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"off"}}},
 		}))
-		render(t, "--set", "admissionPolicy.namespaceSelector.matchLabels.team=payments").get(t, bindingKey, &binding)
+		render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.namespaceSelector.matchLabels.team=payments").get(t, bindingKey, &binding)
 		g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}))
 	})
 	t.Run("the schema refuses a selector that is not a label selector", func(t *testing.T) {

@@ -116,7 +116,7 @@ spec:
 		By("replacing config/admission with the chart's policy, limited to namespaces not labelled e2e.lockwarden.io/gate=off")
 		kubectl("delete", "-k", admission)
 		rendered := newHelm().mustRun("template", "lockwarden", filepath.Join(repoRoot, "charts", "lockwarden"),
-			"--show-only", "templates/admissionpolicy.yaml",
+			"--show-only", "templates/admissionpolicy.yaml", "--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
 			"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].key=e2e.lockwarden.io/gate",
 			"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].operator=NotIn",
 			"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].values[0]=off")
