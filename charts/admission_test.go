@@ -130,13 +130,13 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		objs.get(t, policyKey, &policy)
 		objs.get(t, bindingKey, &binding)
 		for _, o := range []client.Object{&policy, &binding,
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ungated", Labels: map[string]string{"e2e.lockwarden.io/gate": "off"}}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gate-apps"}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gate-off", Labels: map[string]string{"e2e.lockwarden.io/gate": "off"}}},
 		} {
 			g.Expect(c.Create(context.Background(), o)).To(Succeed())
 			t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
 		}
-		waitGating(t, c, "apps")
+		waitGating(t, c, "gate-apps")
 
 		gate := corev1.PodSchedulingGate{Name: locksv1alpha1.PodSchedulingGate}
 		other := corev1.PodSchedulingGate{Name: "example.com/quota"}
@@ -145,12 +145,12 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 			pod       *corev1.Pod
 			wantGates []corev1.PodSchedulingGate
 		}{
-			{"annotated", pod("apps", "annotated", true), []corev1.PodSchedulingGate{gate}},
-			{"annotated and gated by hand: still one gate", withGates(pod("apps", "gated", true), gate), []corev1.PodSchedulingGate{gate}},
-			{"annotated with a gate of its own, which stays", withGates(pod("apps", "quota", true), other), []corev1.PodSchedulingGate{other, gate}},
-			{"without the annotation", pod("apps", "plain", false), nil},
-			{"annotated and bound to a node: admitted as it is", withNode(pod("apps", "bound", true)), nil},
-			{"annotated, in a namespace the selector leaves out", pod("ungated", "annotated", true), nil},
+			{"annotated", pod("gate-apps", "annotated", true), []corev1.PodSchedulingGate{gate}},
+			{"annotated and gated by hand: still one gate", withGates(pod("gate-apps", "gated", true), gate), []corev1.PodSchedulingGate{gate}},
+			{"annotated with a gate of its own, which stays", withGates(pod("gate-apps", "quota", true), other), []corev1.PodSchedulingGate{other, gate}},
+			{"without the annotation", pod("gate-apps", "plain", false), nil},
+			{"annotated and bound to a node: admitted as it is", withNode(pod("gate-apps", "bound", true)), nil},
+			{"annotated, in a namespace the selector leaves out", pod("gate-off", "annotated", true), nil},
 		} {
 			created := tc.pod.DeepCopy()
 			if err := c.Create(context.Background(), created); err != nil {
