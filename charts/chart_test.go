@@ -31,6 +31,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -250,7 +251,7 @@ func TestDefaults(t *testing.T) {
 		"Deployment/lw-lockwarden",
 		"Service/lw-lockwarden-metrics",
 		"PodDisruptionBudget/lw-lockwarden",
-	))
+	), "helm template assumes no MutatingAdmissionPolicy API (charts/admission_test.go)")
 
 	var d appsv1.Deployment
 	objs.get(t, "Deployment/lw-lockwarden", &d)
@@ -368,9 +369,9 @@ func TestDefaults(t *testing.T) {
 	})
 	t.Run("every option renders", func(t *testing.T) {
 		g := NewWithT(t)
-		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"))
+		objs := render(t, "--values", filepath.Join("testdata", "all-options.yaml"), "--api-versions", mapAPI)
 		g.Expect(objs.keys()).To(ContainElements("ServiceMonitor/lw-lockwarden", "LockBackend/redis-main", "LockBackend/etcd",
-			"PrometheusRule/lw-lockwarden", "ConfigMap/lw-lockwarden-dashboard"))
+			"PrometheusRule/lw-lockwarden", "ConfigMap/lw-lockwarden-dashboard", bindingKey))
 		var d appsv1.Deployment
 		objs.get(t, "Deployment/lw-lockwarden", &d)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HavePrefix("registry.example.com/lockwarden@sha256:"))
@@ -411,11 +412,11 @@ func serviceMonitorEndpoint(t *testing.T, objs objects) endpoint {
 }
 
 // TestEquivalentToKustomize compares the chart's defaults with config/default (make deploy): the
-// same RBAC rules for every role, and the same pod: security contexts, probes, resources,
-// replicas, affinity and disruption budget.
+// same RBAC rules for every role, the same pod: security contexts, probes, resources, replicas,
+// affinity and disruption budget, and the same admission policy.
 func TestEquivalentToKustomize(t *testing.T) {
 	g := NewWithT(t)
-	chartObjs := render(t)
+	chartObjs := render(t, "--api-versions", mapAPI) // a cluster that serves MutatingAdmissionPolicy
 	out, err := run(t, "kubectl", "kustomize", filepath.Join("..", "config", "default"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, out)
@@ -466,4 +467,15 @@ func TestEquivalentToKustomize(t *testing.T) {
 	g.Expect(cs.Spec.Ports).To(Equal(ks.Spec.Ports))
 
 	g.Expect(chartObjs.ofKind("CustomResourceDefinition")).To(ConsistOf(kustObjs.ofKind("CustomResourceDefinition")))
+
+	// The same admission policy, and a binding that names it after kustomize's namePrefix.
+	var cmap, kmap admissionregistrationv1.MutatingAdmissionPolicy
+	chartObjs.get(t, policyKey, &cmap)
+	kustObjs.get(t, "MutatingAdmissionPolicy/lockwarden-pod-scheduling-gate", &kmap)
+	g.Expect(cmap.Spec).To(Equal(kmap.Spec))
+	var cbinding, kbinding admissionregistrationv1.MutatingAdmissionPolicyBinding
+	chartObjs.get(t, bindingKey, &cbinding)
+	kustObjs.get(t, "MutatingAdmissionPolicyBinding/lockwarden-pod-scheduling-gate", &kbinding)
+	g.Expect(kbinding.Spec.PolicyName).To(Equal(kmap.Name))
+	g.Expect(kbinding.Spec.MatchResources).To(Equal(cbinding.Spec.MatchResources))
 }

@@ -61,7 +61,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 // generated file, and an edit of values.yaml that was not regenerated, are both reported.
 func TestOutdatedCatchesEdits(t *testing.T) {
 	root := t.TempDir()
-	for _, p := range []string{crdSrcDir, rbacSrcDir, filepath.Join(chartDir, "Chart.yaml"), filepath.Join(chartDir, "values.yaml"), installDocPath} {
+	for _, p := range []string{crdSrcDir, rbacSrcDir, filepath.Join(chartDir, "Chart.yaml"), filepath.Join(chartDir, "values.yaml"), installDocPath, admissionSrc} {
 		copyTree(t, filepath.Join(repoRoot, p), filepath.Join(root, p))
 	}
 	if err := run(root); err != nil {
@@ -85,6 +85,19 @@ func TestOutdatedCatchesEdits(t *testing.T) {
 	if got := outdated(t, root); !slices.Equal(got, want) {
 		t.Errorf("after an edit of values.yaml: out of date %v, want %v", got, want)
 	}
+
+	if err := run(root); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, filepath.Join(root, admissionSrc), "failurePolicy: Fail", "failurePolicy: Ignore")
+	if got, want := outdated(t, root), []string{filepath.Join(chartDir, "templates", "_admission.tpl")}; !slices.Equal(got, want) {
+		t.Errorf("after an edit of %s: out of date %v, want %v", admissionSrc, got, want)
+	}
+	edit(t, filepath.Join(root, admissionSrc), "failurePolicy: Ignore", "failurePolicys: Fail")
+	if _, err := generate(root); err == nil || !strings.Contains(err.Error(), `unknown field "failurePolicys"`) {
+		t.Errorf("a misspelt field of the admission policy: got %v, want an unknown field error", err)
+	}
+	edit(t, filepath.Join(root, admissionSrc), "failurePolicys: Fail", "failurePolicy: Fail")
 
 	if err := os.WriteFile(filepath.Join(root, chartDir, "templates", "crds", "gone.yaml"), nil, 0o644); err != nil {
 		t.Fatal(err)

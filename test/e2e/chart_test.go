@@ -30,6 +30,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -113,6 +114,9 @@ var _ = Describe("The Helm chart, installed for real", Ordered, func() {
 			"deployment.apps/lockwarden",
 			"service/lockwarden-metrics",
 			"poddisruptionbudget.policy/lockwarden",
+			// The cluster serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (1.36+).
+			"mutatingadmissionpolicy.admissionregistration.k8s.io/lockwarden-pod-scheduling-gate",
+			"mutatingadmissionpolicybinding.admissionregistration.k8s.io/lockwarden-pod-scheduling-gate",
 		} {
 			Expect(names).To(ContainSubstring(want + "\n"))
 		}
@@ -398,6 +402,8 @@ spec:
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: chartNamespace, Name: "lockwarden"}},
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: chartNamespace, Name: chartSA}},
 			&locksv1alpha1.LockBackend{ObjectMeta: metav1.ObjectMeta{Name: "e2e-chart-redis"}},
+			&admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "lockwarden-pod-scheduling-gate"}},
+			&admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "lockwarden-pod-scheduling-gate"}},
 		} {
 			Eventually(func() bool {
 				return apierrors.IsNotFound(k8sClient.Get(ctx(), client.ObjectKeyFromObject(key), key))

@@ -96,7 +96,7 @@ func TestRelease(t *testing.T) {
 		}
 		g.Expect(crdNames).To(ConsistOf(crds))
 
-		clusterScoped := []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+		clusterScoped := []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
 		byKind := map[string][]document{}
 		for _, d := range docs {
 			byKind[d.Kind] = append(byKind[d.Kind], d)

@@ -1,0 +1,283 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package charts_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
+)
+
+// The chart's MutatingAdmissionPolicy (templates/admissionpolicy.yaml, its spec generated from
+// config/admission): what it renders to, and what a real kube-apiserver does with it.
+
+const (
+	policyKey  = "MutatingAdmissionPolicy/lw-lockwarden-pod-scheduling-gate"
+	bindingKey = "MutatingAdmissionPolicyBinding/lw-lockwarden-pod-scheduling-gate"
+	// mapAPI is the capability the chart checks before it renders the policy.
+	mapAPI = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+)
+
+// excludeGateOff is a namespace selector for admissionPolicy.namespaceSelector that leaves out the
+// namespaces labelled e2e.lockwarden.io/gate=off.
+var excludeGateOff = []string{
+	"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].key=e2e.lockwarden.io/gate",
+	"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].operator=NotIn",
+	"--set", "admissionPolicy.namespaceSelector.matchExpressions[0].values[0]=off",
+}
+
+func TestAdmissionPolicyRenders(t *testing.T) {
+	g := NewWithT(t)
+	// helm template, asking no cluster, assumes API groups and versions but no kinds: the
+	// capability is given as helm install finds it in a cluster's discovery.
+	objs := render(t, "--api-versions", mapAPI)
+	var policy admissionregistrationv1.MutatingAdmissionPolicy
+	objs.get(t, policyKey, &policy)
+	spec := policy.Spec
+	g.Expect(spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
+	g.Expect(spec.ReinvocationPolicy).To(Equal(admissionregistrationv1.IfNeededReinvocationPolicy))
+	g.Expect(spec.ParamKind).To(BeNil(), "no parameters: the API server reads no object on the policy's behalf")
+	g.Expect(spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("RuleWithOperations", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	})), "pods, when they are created, and nothing else")
+	g.Expect(spec.MatchConditions).To(ContainElement(HaveField("Expression", ContainSubstring("'"+locksv1alpha1.PodLockAnnotation+"'"))))
+	g.Expect(spec.Mutations).To(ConsistOf(And(
+		HaveField("PatchType", admissionregistrationv1.PatchTypeApplyConfiguration),
+		HaveField("ApplyConfiguration.Expression", ContainSubstring("{name: '"+locksv1alpha1.PodSchedulingGate+"'}")))))
+	g.Expect(policy.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"))
+
+	var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+	objs.get(t, bindingKey, &binding)
+	g.Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
+	g.Expect(binding.Spec.ParamRef).To(BeNil())
+	g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
+
+	t.Run("admissionPolicy.enabled=false leaves the policy and its binding out", func(t *testing.T) {
+		objs := render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.enabled=false")
+		NewWithT(t).Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")))
+	})
+	t.Run("without the API (Kubernetes before 1.36) the chart renders everything else", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, kube := range []string{"1.32.0", "1.35.3"} {
+			objs := render(t, "--kube-version", kube)
+			g.Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")), kube)
+			g.Expect(objs.keys()).To(ContainElements("Deployment/lw-lockwarden", "ClusterRole/lw-lockwarden-manager"), kube)
+		}
+	})
+	t.Run("admissionPolicy.namespaceSelector limits the binding", func(t *testing.T) {
+		g := NewWithT(t)
+		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		render(t, append([]string{"--api-versions", mapAPI}, excludeGateOff...)...).get(t, bindingKey, &binding)
+		g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "e2e.lockwarden.io/gate", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"off"}}},
+		}))
+		render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.namespaceSelector.matchLabels.team=payments").get(t, bindingKey, &binding)
+		g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}))
+	})
+	t.Run("the schema refuses a selector that is not a label selector", func(t *testing.T) {
+		for set, want := range map[string]string{
+			"admissionPolicy.namespaceSelector.matchName=apps":                       "additional properties 'matchName' not allowed",
+			"admissionPolicy.namespaceSelector.matchExpressions[0].key=team":         "missing property 'operator'",
+			"admissionPolicy.enabled=maybe":                                          "at '/admissionPolicy/enabled': got string, want boolean",
+			"admissionPolicy.namespaceSelector.matchExpressions[0].operator=Missing": "at '/admissionPolicy/namespaceSelector/matchExpressions/0/operator'",
+		} {
+			out, err := run(t, "helm", "template", "lw", chart, "--set", set)
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("helm template --set %s: want an error containing %q, got %v:\n%s", set, want, err, out)
+			}
+		}
+	})
+}
+
+// TestAdmissionPolicyOnAPIServer renders the chart for a real kube-apiserver (helm asks it which
+// APIs it serves), installs the policy and its binding there, and creates pods.
+func TestAdmissionPolicyOnAPIServer(t *testing.T) {
+	t.Run("Kubernetes 1.37: annotated pods are created gated, once", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := renderFor(t, apiServer(t), excludeGateOff...) // the package's API server, shared with the notes tests
+		c := apiPlane.Client
+		var policy admissionregistrationv1.MutatingAdmissionPolicy
+		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		objs.get(t, policyKey, &policy)
+		objs.get(t, bindingKey, &binding)
+		for _, o := range []client.Object{&policy, &binding,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gate-apps"}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gate-off", Labels: map[string]string{"e2e.lockwarden.io/gate": "off"}}},
+		} {
+			g.Expect(c.Create(context.Background(), o)).To(Succeed())
+			t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+		}
+		waitGating(t, c, "gate-apps")
+
+		gate := corev1.PodSchedulingGate{Name: locksv1alpha1.PodSchedulingGate}
+		other := corev1.PodSchedulingGate{Name: "example.com/quota"}
+		for _, tc := range []struct {
+			name      string
+			pod       *corev1.Pod
+			wantGates []corev1.PodSchedulingGate
+		}{
+			{"annotated", pod("gate-apps", "annotated", true), []corev1.PodSchedulingGate{gate}},
+			{"annotated and gated by hand: still one gate", withGates(pod("gate-apps", "gated", true), gate), []corev1.PodSchedulingGate{gate}},
+			{"annotated with a gate of its own, which stays", withGates(pod("gate-apps", "quota", true), other), []corev1.PodSchedulingGate{other, gate}},
+			{"without the annotation", pod("gate-apps", "plain", false), nil},
+			{"annotated and bound to a node: admitted as it is", withNode(pod("gate-apps", "bound", true)), nil},
+			{"annotated, in a namespace the selector leaves out", pod("gate-off", "annotated", true), nil},
+		} {
+			created := tc.pod.DeepCopy()
+			if err := c.Create(context.Background(), created); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+				continue
+			}
+			got := &corev1.Pod{}
+			g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(created), got)).To(Succeed())
+			if tc.wantGates == nil {
+				g.Expect(got.Spec.SchedulingGates).To(BeEmpty(), tc.name)
+			} else {
+				g.Expect(got.Spec.SchedulingGates).To(Equal(tc.wantGates), tc.name)
+			}
+		}
+	})
+
+	t.Run("Kubernetes 1.35: the chart installs without the policy", func(t *testing.T) {
+		g := NewWithT(t)
+		// MutatingAdmissionPolicy is beta in 1.35, and off by default.
+		_, kubeconfig := emulatedAPIServer(t, "1.35", nil)
+		out, err := run(t, "kubectl", "--kubeconfig", kubeconfig, "api-resources", "--api-group=admissionregistration.k8s.io", "-o", "name")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("validatingadmissionpolicies"))
+		g.Expect(out).NotTo(ContainSubstring("mutatingadmissionpolicies"))
+
+		objs := renderFor(t, kubeconfig)
+		g.Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")))
+		g.Expect(objs.keys()).To(ContainElements("Deployment/lw-lockwarden", "ClusterRole/lw-lockwarden-manager"))
+	})
+
+	t.Run("Kubernetes 1.35 with the beta API turned on: config/admission applies as v1beta1 and gates pods", func(t *testing.T) {
+		// What docs/install.md tells the admins of such clusters to do.
+		g := NewWithT(t)
+		c, kubeconfig := emulatedAPIServer(t, "1.35", map[string]string{
+			"feature-gates":  "MutatingAdmissionPolicy=true",
+			"runtime-config": "admissionregistration.k8s.io/v1beta1=true",
+		})
+		out, err := run(t, "kubectl", "--kubeconfig", kubeconfig, "kustomize", filepath.Join("..", "config", "admission"))
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		beta := strings.ReplaceAll(out, "apiVersion: admissionregistration.k8s.io/v1\n", "apiVersion: admissionregistration.k8s.io/v1beta1\n")
+		g.Expect(strings.Count(beta, "admissionregistration.k8s.io/v1beta1")).To(Equal(2))
+		apply := command(t, "kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
+		apply.Stdin = strings.NewReader(beta)
+		applied, err := apply.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "%s", applied)
+
+		g.Expect(c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}})).To(Succeed())
+		waitGating(t, c, "apps")
+		p := pod("apps", "annotated", true)
+		g.Expect(c.Create(context.Background(), p)).To(Succeed())
+		g.Expect(p.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}))
+	})
+}
+
+// renderFor renders the chart for the cluster of kubeconfig, as helm install does: with the APIs
+// that cluster serves, each manifest validated against its schemas. The cluster has lockwarden's
+// CRDs already, which the release would own: --take-ownership lets the render go on.
+func renderFor(t *testing.T, kubeconfig string, args ...string) objects {
+	t.Helper()
+	out, err := run(t, "helm", append([]string{"template", "lw", chart, "--namespace", "locks", "--validate",
+		"--take-ownership", "--kubeconfig", kubeconfig}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template --validate %v: %v\n%s", args, err, out)
+	}
+	return parse(t, out)
+}
+
+// emulatedAPIServer starts a kube-apiserver that emulates an earlier Kubernetes release
+// (--emulated-version: the APIs and feature gate defaults of that release), with further flags and
+// lockwarden's CRDs, stopped when the test ends; it returns an admin client and kubeconfig.
+func emulatedAPIServer(t *testing.T, release string, flags map[string]string) (client.Client, string) {
+	t.Helper()
+	apiServer(t) // sets KUBEBUILDER_ASSETS
+	all := map[string]string{"emulated-version": release}
+	maps.Copy(all, flags)
+	cp, err := lockenv.StartControlPlaneWith("..", lockenv.ControlPlaneOptions{APIServerFlags: all})
+	if err != nil {
+		t.Fatalf("starting a kube-apiserver emulating %s: %v", release, err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stopping the kube-apiserver: %v", err)
+		}
+	})
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cp.Client, path
+}
+
+// waitGating waits until the API server behind c has loaded the gating policy and its binding
+// (it loads them through a watch of its own): a pod asking for a lock comes back gated from a
+// dry run in namespace ns.
+func waitGating(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() []corev1.PodSchedulingGate {
+		p := pod(ns, "probe", true)
+		if err := c.Create(context.Background(), p, client.DryRunAll); err != nil {
+			return nil
+		}
+		return p.Spec.SchedulingGates
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).ShouldNot(BeEmpty())
+}
+
+// pod is a pod with one container, annotated to ask for the lock "db" if annotated.
+func pod(namespace, name string, annotated bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.37"}}},
+	}
+	if annotated {
+		p.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+	}
+	return p
+}
+
+func withGates(p *corev1.Pod, gates ...corev1.PodSchedulingGate) *corev1.Pod {
+	p.Spec.SchedulingGates = gates
+	return p
+}
+
+func withNode(p *corev1.Pod) *corev1.Pod {
+	p.Spec.NodeName = "node-1"
+	return p
+}
