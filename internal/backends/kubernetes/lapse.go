@@ -65,20 +65,40 @@ func (h history) alive(acquired time.Time, ttl time.Duration, now time.Time) (ti
 }
 
 // renewedAt is the history after a renewal at t: the gap since the last renewal is kept if it is
-// long enough to matter, and the oldest gaps go once there are too many (completeSince moves past
-// them, so that holds older than what is kept are judged lapsed, never alive by mistake).
+// long enough to matter, older gaps it makes redundant go (see covers), and should too many be
+// left, the oldest go (completeSince moves past them, so that holds older than what is kept are
+// judged lapsed, never alive by mistake).
 func (h history) renewedAt(t time.Time) history {
-	next := history{renewed: later(h.renewed, t), gaps: slices.Clone(h.gaps), completeSince: h.completeSince}
+	next := history{renewed: later(h.renewed, t), completeSince: h.completeSince}
 	// A new session's first renewal closes a gap that began before any hold: a hold granted
 	// before it lived only if it came within the hold's lease.
 	if h.renewed.IsZero() || t.Sub(h.renewed) >= minGap {
-		next.gaps = append([]gap{{from: h.renewed, to: t}}, next.gaps...)
+		g := gap{from: h.renewed, to: t}
+		next.gaps = append(next.gaps, g)
+		for _, older := range h.gaps {
+			if !covers(g, older) {
+				next.gaps = append(next.gaps, older)
+			}
+		}
+	} else {
+		next.gaps = slices.Clone(h.gaps)
 	}
 	if len(next.gaps) > maxGaps {
 		next.completeSince = later(next.completeSince, next.gaps[maxGaps].to)
 		next.gaps = next.gaps[:maxGaps]
 	}
 	return next
+}
+
+// covers says whether gap newer, which came after gap older, makes older redundant: every hold
+// that older lapsed, newer lapsed too. A hold that older lapsed was granted before older ended,
+// so before newer began, and its lease was at most older's length; leases are whole seconds (the
+// API says so), so at most older's length in whole seconds, which is at most newer's. Without
+// this rule a session renewed every 10 s for 30 s leases kept a gap at every renewal, and its
+// holds were judged lapsed once the oldest gap kept was younger than they were (after 17
+// renewals: under three minutes).
+func covers(newer, older gap) bool {
+	return older.to.Sub(older.from).Truncate(time.Second) <= newer.to.Sub(newer.from).Truncate(time.Second)
 }
 
 func later(a, b time.Time) time.Time {

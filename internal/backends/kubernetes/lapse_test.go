@@ -76,8 +76,11 @@ func TestHistoryRenewedAt(t *testing.T) {
 	if h2 := h.renewedAt(at(20)); !h2.renewed.Equal(at(23)) {
 		t.Fatalf("a renewal stamped earlier (another replica's clock) moved renewTime back: %s", h2.renewed)
 	}
+	// Gaps each shorter than the one before: none covers another, so the oldest must go.
+	next := 100
 	for i := range maxGaps + 3 {
-		h = h.renewedAt(at(100 + 10*i))
+		next += 40 - i
+		h = h.renewedAt(at(next))
 	}
 	if len(h.gaps) != maxGaps {
 		t.Fatalf("kept %d gaps, want %d", len(h.gaps), maxGaps)
@@ -100,5 +103,55 @@ func TestGapsRoundTrip(t *testing.T) {
 	}
 	if _, err := parseGaps("nonsense"); err == nil {
 		t.Fatal("a malformed annotation was accepted")
+	}
+}
+
+// TestHistoryKeepsLongHoldsAlive renews a session as the Renewer does for 30 s leases, every
+// 10 s give or take, for a day: a hold granted at the start must live throughout, and the
+// history must stay small.
+func TestHistoryKeepsLongHoldsAlive(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	h := history{}.renewedAt(t0)
+	acquired := t0.Add(time.Second)
+	now := t0
+	for i := range 8640 {
+		// 9.9 s to 10.2 s: jitter of the work queue and the API server.
+		now = now.Add(10*time.Second + time.Duration(i%4-1)*100*time.Millisecond)
+		h = h.renewedAt(now)
+		if _, alive := h.alive(acquired, 30*time.Second, now); !alive {
+			t.Fatalf("renewal %d, %s after the grant: a 30 s hold renewed every 10 s was judged lapsed (gaps %d, complete since %s)",
+				i+1, now.Sub(acquired), len(h.gaps), h.completeSince)
+		}
+	}
+	if len(h.gaps) > 3 {
+		t.Fatalf("kept %d gaps of regular renewals: %v", len(h.gaps), h.gaps)
+	}
+	// A gap of a lease still lapses it, however long it lived before.
+	now = now.Add(31 * time.Second)
+	h = h.renewedAt(now)
+	if _, alive := h.alive(acquired, 30*time.Second, now); alive {
+		t.Fatal("a 31 s gap did not lapse a 30 s hold")
+	}
+}
+
+func TestCovers(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	g := func(from, length time.Duration) gap { return gap{t0.Add(from), t0.Add(from + length)} }
+	cases := []struct {
+		name         string
+		newer, older gap
+		want         bool
+	}{
+		{"equal gaps", g(100*time.Second, 10*time.Second), g(50*time.Second, 10*time.Second), true},
+		{"a longer newer gap", g(100*time.Second, 20*time.Second), g(50*time.Second, 10*time.Second), true},
+		{"a shorter newer gap", g(100*time.Second, 9*time.Second), g(50*time.Second, 10*time.Second), false},
+		{"within the same whole second", g(100*time.Second, 10*time.Second), g(50*time.Second, 10900*time.Millisecond), true},
+		{"a whole second shorter", g(100*time.Second, 9900*time.Millisecond), g(50*time.Second, 10*time.Second), false},
+		{"the session's first gap, from the beginning of time", g(100*time.Second, time.Hour), gap{time.Time{}, t0}, false},
+	}
+	for _, c := range cases {
+		if got := covers(c.newer, c.older); got != c.want {
+			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
