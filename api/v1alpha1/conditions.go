@@ -26,6 +26,10 @@ const (
 	// ConditionAcquired, on a LockClaim, is True exactly while the claim holds its lock.
 	ConditionAcquired = "Acquired"
 
+	// ConditionEvicted, on a LockClaim that lost its lock under lossPolicy Evict, is True once
+	// its holder pod was evicted, False while a PodDisruptionBudget refuses the eviction.
+	ConditionEvicted = "Evicted"
+
 	// ConditionBackendReady, on a DistributedLock, is True while its LockBackend exists, admits
 	// the lock's namespace and answers its probe.
 	ConditionBackendReady = "BackendReady"
@@ -55,6 +59,18 @@ const (
 	ReasonRenewFailed = "RenewFailed"
 	// ReasonWaitTimedOut: spec.waitTimeoutSeconds passed before the lock was granted.
 	ReasonWaitTimedOut = "WaitTimedOut"
+	// ReasonLockDelay: the claim is at the head of the queue, and the lock waits out its
+	// lockDelaySeconds after a hold that ended without a release.
+	ReasonLockDelay = "LockDelay"
+)
+
+// Reasons for a LockClaim's Evicted condition (lossPolicy Evict), also the reasons of its events.
+const (
+	// ReasonHolderEvicted: the holder pod of a lost hold was evicted.
+	ReasonHolderEvicted = "HolderEvicted"
+	// ReasonEvictionBlocked: the Eviction API refused to evict the holder pod (a
+	// PodDisruptionBudget allows no disruption now); the controller retries.
+	ReasonEvictionBlocked = "EvictionBlocked"
 )
 
 // Reasons for a LockBackend's Ready condition and a DistributedLock's BackendReady and Ready

@@ -62,7 +62,41 @@ type DistributedLockSpec struct {
 	// +kubebuilder:validation:Minimum=5
 	// +kubebuilder:validation:Maximum=3600
 	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
+
+	// lockDelaySeconds is how long the lock stays free after a hold ends without a release: its
+	// holder pod died or was replaced, its heartbeat Lease expired, or the hold was lost. Nothing
+	// is granted until then (status.lockDelayUntil says when), so that a holder that may still be
+	// running cannot overlap with the next one on a resource that cannot check fencing tokens. A
+	// release (the claim deleted) and a holder pod that succeeded free the lock at once. 0, the
+	// default, grants at once in every case. A change applies to holds that end after it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	LockDelaySeconds int32 `json:"lockDelaySeconds,omitempty"`
+
+	// lossPolicy says what the controller does when a holder loses the lock (a renewal failed or
+	// the backend gave the key to someone else). Notify, the default: the claim becomes Lost with
+	// a Warning event, and lockctl run signals its command. Evict: also evict the holder pod
+	// through the Eviction API, so that a pod that still runs with a stale token stops and its
+	// controller creates a new one that queues again. A PodDisruptionBudget that refuses the
+	// eviction is reported on the claim (condition Evicted) and retried; it is never bypassed.
+	// Claims without a holder pod are only notified.
+	// +optional
+	// +kubebuilder:default=Notify
+	LossPolicy LossPolicy `json:"lossPolicy,omitempty"`
 }
+
+// LossPolicy is what the controller does when a holder loses its lock.
+// +kubebuilder:validation:Enum=Notify;Evict
+type LossPolicy string
+
+// The loss policies.
+const (
+	// LossPolicyNotify reports the loss on the claim (phase Lost, a Warning event).
+	LossPolicyNotify LossPolicy = "Notify"
+	// LossPolicyEvict reports the loss and evicts the holder pod.
+	LossPolicyEvict LossPolicy = "Evict"
+)
 
 // LockHolder describes the current holder of a lock.
 type LockHolder struct {
@@ -110,6 +144,11 @@ type DistributedLockStatus struct {
 	// it has seen.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// lockDelayUntil is when the lock may be granted again after the last hold ended without a
+	// release (spec.lockDelaySeconds). A time in the past means no delay.
+	// +optional
+	LockDelayUntil *metav1.MicroTime `json:"lockDelayUntil,omitempty"`
 
 	// waiting is the number of claims queued for the lock.
 	// +optional

@@ -148,6 +148,24 @@ kind: DistributedLock
 spec:
   leaseDurationSeconds: 3601
 `, `spec.leaseDurationSeconds: Invalid value: 3601: spec.leaseDurationSeconds in body should be less than or equal to 3600`),
+		Entry("a negative lock delay", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  lockDelaySeconds: -1
+`, `spec.lockDelaySeconds: Invalid value: -1: spec.lockDelaySeconds in body should be greater than or equal to 0`),
+		Entry("a lock delay longer than an hour", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  lockDelaySeconds: 3601
+`, `spec.lockDelaySeconds: Invalid value: 3601: spec.lockDelaySeconds in body should be less than or equal to 3600`),
+		Entry("an unknown loss policy", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  lossPolicy: Kill
+`, `spec.lossPolicy: Unsupported value: "Kill": supported values: "Notify", "Evict"`),
 		Entry("a key with a space", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: DistributedLock

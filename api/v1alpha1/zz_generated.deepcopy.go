@@ -138,6 +138,10 @@ func (in *DistributedLockStatus) DeepCopyInto(out *DistributedLockStatus) {
 		*out = new(LockHolder)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LockDelayUntil != nil {
+		in, out := &in.LockDelayUntil, &out.LockDelayUntil
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -57,6 +57,11 @@ package controller
 // Nothing else on pods: no update (the patch is enough), no create or delete.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
 
+// Pod evictions: under lossPolicy Evict, the holder pod of a lost hold is evicted through the
+// Eviction API (a UID-preconditioned eviction, so that PodDisruptionBudgets are honoured): never a
+// plain delete.
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+
 // Namespaces: a LockBackend's namespaceSelector is matched against namespace labels, read through
 // the cache (the informer starts the first time a backend with a selector is used).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch

@@ -144,17 +144,7 @@ var _ = Describe("An external backend", func() {
 	BeforeEach(func() {
 		faultyStore.SetUnavailable(nil)
 		ns = newNamespace()
-		lb := &locksv1alpha1.LockBackend{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "faulty-"},
-			Spec:       locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: faultySQL},
-		}
-		Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
-		backendName = lb.Name
-		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(lb.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
-		}).Should(Succeed())
+		backendName = newFaultyBackend()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backendName })
 	})
 
@@ -239,6 +229,23 @@ var _ = Describe("Backends a lock may not use", func() {
 const faultyStoreSecret = "in-memory-faulty-store"
 
 // faultySQL configures a LockBackend served by the in-memory faultyStore.
+// newFaultyBackend creates a LockBackend served by faultyStore, removed after the spec, waits
+// until it is Ready and returns its name.
+func newFaultyBackend() string {
+	GinkgoHelper()
+	lb := &locksv1alpha1.LockBackend{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "faulty-"},
+		Spec:       locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL, SQL: faultySQL},
+	}
+	Expect(k8sClient.Create(ctx(), lb)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx(), lb) })
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx(), key(lb), lb)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(lb.Status.Conditions, locksv1alpha1.ConditionReady)).To(BeTrue())
+	}).Should(Succeed())
+	return lb.Name
+}
+
 var faultySQL = &locksv1alpha1.SQLBackend{Driver: locksv1alpha1.SQLDriverPostgres,
 	DSNSecretRef: locksv1alpha1.SecretKeySelector{
 		SecretReference: locksv1alpha1.SecretReference{Name: faultyStoreSecret, Namespace: controllerNamespace}, Key: "dsn"}}

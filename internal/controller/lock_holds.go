@@ -87,6 +87,7 @@ func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
 func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) error {
 	rec := s.lock.Status.Holder
 	var keep, ended []*locksv1alpha1.LockClaim
+	unreleased := false
 	for _, c := range s.claims {
 		switch {
 		case sharesRecord(rec, c):
@@ -103,6 +104,7 @@ func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) 
 			}
 			r.endClaim(s, c, end)
 			ended = append(ended, c)
+			unreleased = unreleased || end.unreleased
 		case isHeld(c):
 			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
 			// write did not land, or a newer grant replaced it.
@@ -118,7 +120,13 @@ func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) 
 		return nil
 	}
 	if len(keep) == 0 {
-		return r.releaseRecord(ctx, s, rec, ended)
+		if err := r.releaseRecord(ctx, s, rec, ended); err != nil {
+			return err
+		}
+		if unreleased {
+			s.startLockDelay()
+		}
+		return nil
 	}
 	if !sharesRecordName(keep, rec.Claim) {
 		rec.Claim = keep[0].Name // an heir of the same identity keeps the entry
@@ -230,7 +238,20 @@ func (r *DistributedLockReconciler) loseRecord(s *lockScope, hold renewal.HoldKe
 		}
 	}
 	s.lock.Status.Holder = nil
+	s.startLockDelay()
 	return nil
+}
+
+// startLockDelay holds back the next grant for the lock's lockDelaySeconds from now: the hold
+// just ended without a release, and its holder may still be running.
+func (s *lockScope) startLockDelay() {
+	var current *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		current = &t.Time
+	}
+	if end := lockDelayEnd(s.lock.Spec.LockDelaySeconds, current, s.now); end != nil {
+		s.lock.Status.LockDelayUntil = micro(*end)
+	}
 }
 
 // resume takes up, after a restart or a leader change, a hold the backend still has for the

@@ -37,6 +37,9 @@ type ending struct {
 	phase   locksv1alpha1.ClaimPhase
 	reason  string
 	message string
+	// unreleased: a hold that ends so ends without its holder letting go (it died, or lost the
+	// lock), so the lock's lockDelaySeconds applies.
+	unreleased bool
 }
 
 // holderFacts is what a pass knows of one claim that shares the lock's recorded hold.
@@ -56,19 +59,49 @@ type holderFacts struct {
 func holderEnding(f holderFacts) *ending {
 	switch {
 	case f.lockDeleting:
-		return &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound,
-			fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
+		return &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
 	case f.deleting:
-		return &ending{locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, "Released: the claim was deleted"}
+		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonClaimDeleted, message: "Released: the claim was deleted"}
 	case !f.pod.Alive:
-		return &ending{locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, "Released: " + f.pod.Reason}
+		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonHolderTerminated,
+			message: "Released: " + f.pod.Reason, unreleased: !f.pod.Completed}
 	}
 	return nil
 }
 
 // lostEnding is how a held claim ends whose hold the backend no longer has.
 func lostEnding(message string) *ending {
-	return &ending{locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, message}
+	return &ending{phase: locksv1alpha1.ClaimLost, reason: locksv1alpha1.ReasonRenewFailed, message: message, unreleased: true}
+}
+
+// lockDelayEnd is when a lock whose hold ended without a release at now may be granted again,
+// given its lockDelaySeconds and the delay already under way (nil: none); nil when there is no
+// delay. A later end never shortens a delay under way.
+func lockDelayEnd(delaySeconds int32, current *time.Time, now time.Time) *time.Time {
+	if delaySeconds <= 0 {
+		return current
+	}
+	end := now.Add(time.Duration(delaySeconds) * time.Second)
+	if current != nil && current.After(end) {
+		return current
+	}
+	return &end
+}
+
+// grantDelay is how long a lock must still wait before it grants, given status.lockDelayUntil;
+// 0 when it may grant now.
+func grantDelay(until *time.Time, now time.Time) time.Duration {
+	if until == nil || !now.Before(*until) {
+		return 0
+	}
+	return until.Sub(now)
+}
+
+// lockDelayMessage says why the head of the queue waits out a lock delay.
+func lockDelayMessage(until time.Time, delaySeconds int32) string {
+	return fmt.Sprintf("The last hold ended without a release; no grant before %s (lockDelaySeconds=%d)",
+		until.UTC().Format(time.RFC3339), delaySeconds)
 }
 
 // waiterFacts is what a pass knows of one claim that waits for the lock.
@@ -98,8 +131,8 @@ type waiterVerdict struct {
 // waitTimeoutSeconds: 0 still tries once.)
 func judgeWaiter(f waiterFacts) waiterVerdict {
 	if f.lockDeleting {
-		return waiterVerdict{end: &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound,
-			fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}}
+		return waiterVerdict{end: &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}}
 	}
 	if f.podName == "" {
 		return waiterVerdict{}
@@ -109,16 +142,16 @@ func judgeWaiter(f waiterFacts) waiterVerdict {
 		return waiterVerdict{podMissing: true}
 	}
 	if v := podliveness.Check(f.pod, f.podName, f.podUID); !v.Alive {
-		return waiterVerdict{end: &ending{locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonHolderTerminated,
-			"The holder will never get the lock: " + v.Reason}}
+		return waiterVerdict{end: &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated,
+			message: "The holder will never get the lock: " + v.Reason}}
 	}
 	return waiterVerdict{}
 }
 
 // timedOutEnding is how a claim ends whose wait is over.
 func timedOutEnding(waitTimeoutSeconds int32) *ending {
-	return &ending{locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut,
-		fmt.Sprintf("Gave up after waitTimeoutSeconds=%d", waitTimeoutSeconds)}
+	return &ending{phase: locksv1alpha1.ClaimTimedOut, reason: locksv1alpha1.ReasonWaitTimedOut,
+		message: fmt.Sprintf("Gave up after waitTimeoutSeconds=%d", waitTimeoutSeconds)}
 }
 
 // lowPriority says whether a claim's status change is one no client waits for: a queued claim

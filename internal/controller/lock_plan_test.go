@@ -31,26 +31,75 @@ import (
 func TestHolderEnding(t *testing.T) {
 	alive := podliveness.Verdict{Alive: true}
 	dead := podliveness.Verdict{Reason: "pod p failed"}
+	succeeded := podliveness.Verdict{Reason: "pod p succeeded", Completed: true}
 	cases := []struct {
 		name       string
 		facts      holderFacts
 		wantPhase  locksv1alpha1.ClaimPhase
 		wantReason string
+		// wantDelay: the hold ends without a release, so lockDelaySeconds applies.
+		wantDelay bool
 	}{
-		{"keeps holding", holderFacts{pod: alive}, "", ""},
-		{"claim deleted", holderFacts{deleting: true, pod: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted},
-		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated},
-		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound},
-		{"deletion wins over the pod", holderFacts{deleting: true, pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted},
+		{"keeps holding", holderFacts{pod: alive}, "", "", false},
+		{"claim deleted", holderFacts{deleting: true, pod: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
+		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+		{"pod ran to completion", holderFacts{pod: succeeded}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
+		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, false},
+		{"deletion wins over the pod", holderFacts{deleting: true, pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
 	}
 	for _, c := range cases {
 		got := holderEnding(c.facts)
 		switch {
 		case c.wantPhase == "" && got != nil:
 			t.Errorf("%s: ends with %+v, want no ending", c.name, *got)
-		case c.wantPhase != "" && (got == nil || got.phase != c.wantPhase || got.reason != c.wantReason):
-			t.Errorf("%s: got %+v, want %s/%s", c.name, got, c.wantPhase, c.wantReason)
+		case c.wantPhase != "" && (got == nil || got.phase != c.wantPhase || got.reason != c.wantReason || got.unreleased != c.wantDelay):
+			t.Errorf("%s: got %+v, want %s/%s unreleased=%v", c.name, got, c.wantPhase, c.wantReason, c.wantDelay)
 		}
+	}
+	if lost := lostEnding("gone"); !lost.unreleased {
+		t.Errorf("a lost hold must start the lock delay: %+v", lost)
+	}
+}
+
+func TestLockDelay(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name    string
+		seconds int32
+		current *time.Time
+		want    *time.Time
+	}{
+		{"no delay configured", 0, nil, nil},
+		{"starts a delay", 30, nil, at(30 * time.Second)},
+		{"a later end moves it on", 30, at(10 * time.Second), at(30 * time.Second)},
+		{"never shortens one under way (the delay was lowered since)", 5, at(20 * time.Second), at(20 * time.Second)},
+		{"delay turned off keeps one under way", 0, at(20 * time.Second), at(20 * time.Second)},
+	}
+	for _, c := range cases {
+		got := lockDelayEnd(c.seconds, c.current, now)
+		if (got == nil) != (c.want == nil) || got != nil && !got.Equal(*c.want) {
+			t.Errorf("%s: lockDelayEnd = %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	waits := []struct {
+		name  string
+		until *time.Time
+		want  time.Duration
+	}{
+		{"none", nil, 0},
+		{"ahead", at(12 * time.Second), 12 * time.Second},
+		{"just over", at(0), 0},
+		{"past", at(-time.Minute), 0},
+	}
+	for _, c := range waits {
+		if got := grantDelay(c.until, now); got != c.want {
+			t.Errorf("%s: grantDelay = %s, want %s", c.name, got, c.want)
+		}
+	}
+	if got, want := lockDelayMessage(now.Add(30*time.Second), 30), "The last hold ended without a release; no grant before 2026-12-02T10:00:30Z (lockDelaySeconds=30)"; got != want {
+		t.Errorf("lockDelayMessage = %q, want %q", got, want)
 	}
 }
 

@@ -94,7 +94,8 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		}
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing})
 	}
-	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken && !queue[0].podMissing {
+	delayed := s.lockDelayed()
+	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken && !queue[0].podMissing && !delayed {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
@@ -108,8 +109,22 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 			queue = queue[1:]
 		}
 	}
-	r.markQueue(s, queue)
+	r.markQueue(s, queue, delayed)
 	return nil
+}
+
+// lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
+func (s *lockScope) lockDelayed() bool {
+	var until *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		until = &t.Time
+	}
+	if mutant.Active(mutant.IgnoreLockDelay) {
+		until = nil
+	}
+	wait := grantDelay(until, s.now)
+	s.wait = soonest(s.wait, wait)
+	return wait > 0
 }
 
 // joinHold lets a waiting claim with the identity of the current holder share the hold and its
@@ -173,6 +188,7 @@ func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, h
 		return nil
 	}
 	s.granted, s.acquired = head, &lease
+	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
 	s.lock.Status.Holder = &locksv1alpha1.LockHolder{
 		Claim:           head.Name,
 		Identity:        id,
@@ -230,7 +246,7 @@ func (r *DistributedLockReconciler) giveBackOrphan(ctx context.Context, s *lockS
 
 // markQueue sets the status of the claims that go on waiting, ends those whose wait is over, and
 // says when the next deadline is.
-func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued) {
+func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 	holder := ""
 	if rec := s.lock.Status.Holder; rec != nil {
 		holder = rec.Claim
@@ -256,6 +272,9 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued) {
 				fmt.Sprintf("Pod %s does not exist in namespace %s; the claim waits for it", c.Spec.Holder.PodName, c.Namespace))
 		case q.tried:
 			// tryHead said how it went.
+		case delayed && position == 1 && s.lock.Status.Holder == nil:
+			markWaiting(c, position, true, locksv1alpha1.ReasonLockDelay,
+				lockDelayMessage(s.lock.Status.LockDelayUntil.Time, s.lock.Spec.LockDelaySeconds))
 		default:
 			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holder, position))
 		}

@@ -113,6 +113,9 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), Recorder: recorder, Guard: o.Guard, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
+	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the holder eviction controller: %w", err)
+	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
 		Metrics: o.Metrics, ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the LockBackend controller: %w", err)

@@ -48,6 +48,9 @@ type Metrics struct {
 	Renewals *prometheus.CounterVec
 	// Losses counts holds that ended without a release, by backend and reason.
 	Losses *prometheus.CounterVec
+	// Evictions counts evictions of holder pods that lost their lock (lossPolicy Evict), by
+	// result: evicted, blocked (a PodDisruptionBudget refused; retried), error.
+	Evictions *prometheus.CounterVec
 	// WaitSeconds observes how long claims waited from creation to grant.
 	WaitSeconds *prometheus.HistogramVec
 	// HoldSeconds observes how long claims held their lock.
@@ -101,6 +104,10 @@ func New(cache client.Reader, opts ...Option) *Metrics {
 			Name: "lockwarden_locks_lost_total",
 			Help: "Holds that ended without a release (lock expired or taken by another holder), by backend and reason.",
 		}, []string{"backend", "reason"}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockwarden_holder_evictions_total",
+			Help: "Evictions of holder pods that lost their lock under lossPolicy Evict, by result (evicted, blocked, error).",
+		}, []string{"result"}),
 		WaitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lockwarden_claim_wait_seconds",
 			Help:    "Time from a claim's creation to its grant.",
@@ -144,7 +151,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // collectors are what Register adds: every collector, and the scrape-time gauges when New was
 // given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.EventsDropped}
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.EventsDropped}
 	if m.state != nil {
 		cs = append(cs, m.state)
 	}

@@ -48,6 +48,9 @@ const (
 	// NoStallGuard never trips the leader guard: a leader that woke up deposed goes on acting
 	// until its leader election notices.
 	NoStallGuard Name = "no-stall-guard"
+	// IgnoreLockDelay grants at once after a hold ended without a release, whatever the lock's
+	// lockDelaySeconds.
+	IgnoreLockDelay Name = "ignore-lock-delay"
 )
 
 // All lists every mutant, in the order the harness runs them.

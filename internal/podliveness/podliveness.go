@@ -33,6 +33,9 @@ type Verdict struct {
 	Alive bool
 	// Reason says, for a dead holder, why, in words fit for a condition message.
 	Reason string
+	// Completed is true for a dead holder that ran to completion (phase Succeeded): none of its
+	// processes remain, and it ended as its program meant to, so a lock delay serves nothing.
+	Completed bool
 }
 
 // Check judges pod (nil when the object does not exist) against the UID recorded when the lock
@@ -44,7 +47,7 @@ func Check(pod *corev1.Pod, name string, recordedUID types.UID) Verdict {
 	case recordedUID != "" && pod.UID != recordedUID:
 		return Verdict{Reason: fmt.Sprintf("pod %s was replaced (UID %s, held for %s)", name, pod.UID, recordedUID)}
 	case pod.Status.Phase == corev1.PodSucceeded:
-		return Verdict{Reason: fmt.Sprintf("pod %s succeeded", name)}
+		return Verdict{Reason: fmt.Sprintf("pod %s succeeded", name), Completed: true}
 	case pod.Status.Phase == corev1.PodFailed:
 		return Verdict{Reason: fmt.Sprintf("pod %s failed", name)}
 	default:

@@ -39,21 +39,22 @@ func TestCheck(t *testing.T) {
 		recorded types.UID
 		alive    bool
 		reason   string
+		complete bool
 	}{
-		{"running pod", pod("u1", corev1.PodRunning, false), "u1", true, ""},
-		{"pending pod (scheduling gate, init containers)", pod("u1", corev1.PodPending, false), "u1", true, ""},
-		{"terminating pod still holds", pod("u1", corev1.PodRunning, true), "u1", true, ""},
-		{"nothing recorded yet", pod("u1", corev1.PodRunning, false), "", true, ""},
-		{"pod gone", nil, "u1", false, "pod web-0 no longer exists"},
-		{"pod replaced", pod("u2", corev1.PodRunning, false), "u1", false, "pod web-0 was replaced (UID u2, held for u1)"},
-		{"pod succeeded", pod("u1", corev1.PodSucceeded, false), "u1", false, "pod web-0 succeeded"},
-		{"pod failed", pod("u1", corev1.PodFailed, false), "u1", false, "pod web-0 failed"},
+		{"running pod", pod("u1", corev1.PodRunning, false), "u1", true, "", false},
+		{"pending pod (scheduling gate, init containers)", pod("u1", corev1.PodPending, false), "u1", true, "", false},
+		{"terminating pod still holds", pod("u1", corev1.PodRunning, true), "u1", true, "", false},
+		{"nothing recorded yet", pod("u1", corev1.PodRunning, false), "", true, "", false},
+		{"pod gone", nil, "u1", false, "pod web-0 no longer exists", false},
+		{"pod replaced", pod("u2", corev1.PodRunning, false), "u1", false, "pod web-0 was replaced (UID u2, held for u1)", false},
+		{"pod succeeded", pod("u1", corev1.PodSucceeded, false), "u1", false, "pod web-0 succeeded", true},
+		{"pod failed", pod("u1", corev1.PodFailed, false), "u1", false, "pod web-0 failed", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := Check(c.pod, "web-0", c.recorded)
-			if got.Alive != c.alive || got.Reason != c.reason {
-				t.Fatalf("Check = %+v, want alive=%v reason=%q", got, c.alive, c.reason)
+			if got.Alive != c.alive || got.Reason != c.reason || got.Completed != c.complete {
+				t.Fatalf("Check = %+v, want alive=%v reason=%q completed=%v", got, c.alive, c.reason, c.complete)
 			}
 		})
 	}

@@ -124,6 +124,7 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.gatedPodFinishes("db")
 	s.annotatedPodDeleted("cache")
 	s.refusedClaimRepeatsEvent()
+	s.lostHolderEvicted(redis)
 	s.lockDeleted("db")
 	s.lockDeleted("cache")
 	s.backendsDeleted()
@@ -243,6 +244,32 @@ func (s *story) annotatedPodDeleted(lock string) {
 	s.waitAcquired(claim, "False/"+locksv1alpha1.ReasonHolderTerminated)
 	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
 	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+}
+
+// lostHolderEvicted runs a pod that holds lock "evict" on Redis under lossPolicy Evict; a client
+// outside lockwarden takes the key, the hold is Lost, and the controller evicts the pod (an
+// unscheduled pod goes at once). This is how the create on pods/eviction is used.
+func (s *story) lostHolderEvicted(redis *redistest.Server) {
+	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: "evict"},
+		Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: "redis"},
+			LeaseDurationSeconds: 5, LossPolicy: locksv1alpha1.LossPolicyEvict}}
+	s.create(lock)
+	first := s.claim(lock.Name+"-first", lock.Name)
+	s.waitPhase(first, locksv1alpha1.ClaimHeld)
+	pod := s.lockPod(appNamespace, "stale", lock.Name, false)
+	claim := s.podClaim(pod, lock.Name)
+	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: first}})
+	s.waitPhase(claim, locksv1alpha1.ClaimHeld)
+
+	s.g.Expect(redis.Client().Set(ctx(), "lockwarden/"+appNamespace+"/"+lock.Name, "intruder", 0).Err()).To(Succeed())
+	s.waitPhase(claim, locksv1alpha1.ClaimLost)
+	s.waitGone(pod)
+	s.g.Eventually(func(g Gomega) {
+		g.Expect(meta.IsStatusConditionTrue(s.getClaim(g, claim).Status.Conditions, locksv1alpha1.ConditionEvicted)).To(BeTrue())
+	}).Should(Succeed())
+	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+	s.delete(lock)
+	s.waitGone(lock)
 }
 
 // refusedClaimRepeatsEvent has an admission policy refuse every LockClaim in frozenNamespace,

@@ -18,6 +18,12 @@
   - patch
   - watch
 - apiGroups:
+  - ""
+  resources:
+  - pods/eviction
+  verbs:
+  - create
+- apiGroups:
   - events.k8s.io
   resources:
   - events

@@ -1,0 +1,103 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+func TestEvictionFor(t *testing.T) {
+	lost := &locksv1alpha1.LockClaim{
+		Spec:   locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}},
+		Status: locksv1alpha1.LockClaimStatus{Phase: locksv1alpha1.ClaimLost, PodUID: "uid-1"},
+	}
+	with := func(f func(c *locksv1alpha1.LockClaim)) *locksv1alpha1.LockClaim {
+		c := lost.DeepCopy()
+		f(c)
+		return c
+	}
+	evict := &locksv1alpha1.DistributedLock{Spec: locksv1alpha1.DistributedLockSpec{LossPolicy: locksv1alpha1.LossPolicyEvict}}
+	notify := &locksv1alpha1.DistributedLock{Spec: locksv1alpha1.DistributedLockSpec{LossPolicy: locksv1alpha1.LossPolicyNotify}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: "uid-1"}}
+	replaced := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: "uid-2"}}
+	going := pod.DeepCopy()
+	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+
+	cases := []struct {
+		name  string
+		claim *locksv1alpha1.LockClaim
+		lock  *locksv1alpha1.DistributedLock
+		pod   *corev1.Pod
+		want  evictionAction
+	}{
+		{"lost under Evict", lost, evict, pod, evictPod},
+		{"lost under Notify", lost, notify, pod, evictNothing},
+		{"lock gone", lost, nil, pod, evictNothing},
+		{"still held", with(func(c *locksv1alpha1.LockClaim) { c.Status.Phase = locksv1alpha1.ClaimHeld }), evict, pod, evictNothing},
+		{"released, not lost", with(func(c *locksv1alpha1.LockClaim) { c.Status.Phase = locksv1alpha1.ClaimReleased }), evict, pod, evictNothing},
+		{"detached claim", with(func(c *locksv1alpha1.LockClaim) { c.Spec.Holder = nil }), evict, nil, evictNothing},
+		{"already evicted", with(func(c *locksv1alpha1.LockClaim) {
+			c.Status.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionEvicted, Status: metav1.ConditionTrue}}
+		}), evict, pod, evictNothing},
+		{"eviction blocked before: tried again", with(func(c *locksv1alpha1.LockClaim) {
+			c.Status.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionEvicted, Status: metav1.ConditionFalse}}
+		}), evict, pod, evictPod},
+		{"pod gone", lost, evict, nil, evictGone},
+		{"pod replaced: the new one never pays", lost, evict, replaced, evictGone},
+		{"pod already terminating", lost, evict, going, evictGone},
+	}
+	for _, c := range cases {
+		if got := evictionFor(c.claim, c.lock, c.pod); got != c.want {
+			t.Errorf("%s: evictionFor = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestEvictionOutcome(t *testing.T) {
+	pdb := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	cases := []struct {
+		name       string
+		err        error
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantResult string
+		wantRetry  bool
+		wantMsg    string
+	}{
+		{"evicted", nil, metav1.ConditionTrue, locksv1alpha1.ReasonHolderEvicted, "evicted", false,
+			"Evicted pod web-0: it lost the lock and may still run with a stale fencing token"},
+		{"a budget refuses", pdb, metav1.ConditionFalse, locksv1alpha1.ReasonEvictionBlocked, "blocked", true,
+			"Eviction of pod web-0 refused: Cannot evict pod as it would violate the pod's disruption budget.; retried every 10s, never forced"},
+		{"any other error: retried with backoff, no condition", apierrors.NewInternalError(errors.New("etcd timeout")), "", "", "error", true, ""},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-0", errors.New("no")), "", "", "error", true, ""},
+	}
+	for _, c := range cases {
+		cond, result, retry := evictionOutcome("web-0", c.err)
+		if cond.Status != c.wantStatus || cond.Reason != c.wantReason || result != c.wantResult || retry != c.wantRetry || cond.Message != c.wantMsg {
+			t.Errorf("%s: got %+v %q %v, want %s/%s %q %v %q", c.name, cond, result, retry, c.wantStatus, c.wantReason, c.wantResult, c.wantRetry, c.wantMsg)
+		}
+	}
+}
