@@ -138,6 +138,10 @@ type RecordKeeper interface {
 	// session was renewed since then with no gap as long as ttl), and until when unless renewed.
 	// A controller that resumes holds after a restart or a leader change asks it.
 	HoldAlive(ctx context.Context, acquired time.Time, ttl time.Duration) (expire time.Time, alive bool, err error)
+	// KeepSession renews the session without judging any hold. A new leader calls it for the
+	// holds it has not resumed yet, so that they do not lapse while its passes get to them; a
+	// hold that lapsed before stays lapsed (the session records the gap).
+	KeepSession(ctx context.Context) error
 }
 
 // AsRecordKeeper returns b, or the backend b wraps, as a RecordKeeper.

@@ -303,3 +303,21 @@ func TestUnusableReason(t *testing.T) {
 		}
 	}
 }
+
+func TestBridgeTimings(t *testing.T) {
+	if got := shorterTTL(0, 10*time.Second); got != 10*time.Second {
+		t.Errorf("first lease: %s", got)
+	}
+	if got := shorterTTL(10*time.Second, 5*time.Second); got != 5*time.Second {
+		t.Errorf("shorter lease: %s", got)
+	}
+	if got := shorterTTL(5*time.Second, 30*time.Second); got != 5*time.Second {
+		t.Errorf("longer lease: %s", got)
+	}
+	if got := bridgeInterval(30 * time.Second); got != 10*time.Second {
+		t.Errorf("a third of the lease: %s", got)
+	}
+	if got := bridgeInterval(2 * time.Second); got != time.Second {
+		t.Errorf("at least a second: %s", got)
+	}
+}

@@ -104,6 +104,13 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := mgr.Add(locks.Renewer); err != nil {
 		return fmt.Errorf("adding the renewer: %w", err)
 	}
+	bridge := &sessionBridge{client: mgr.GetClient(), backends: resolver, renewer: locks.Renewer, clock: clock.RealClock{}}
+	if o.Clock != nil {
+		bridge.clock = o.Clock
+	}
+	if err := mgr.Add(bridge); err != nil {
+		return fmt.Errorf("adding the session bridge: %w", err)
+	}
 	if err := locks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
 	}

@@ -131,14 +131,45 @@ func (r *Records) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	if err := checkTTL(ttl); err != nil {
 		return nil, nil, err
 	}
+	after, now, err := r.renewSession(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("renew: %w", err)
+	}
+	// A hold that lapsed before this write stays lapsed: the write recorded the gap.
+	for _, l := range leases {
+		if expire, ok := after.alive(l.AcquireTime, ttl, now); ok {
+			l.TTL, l.ExpireTime = ttl, expire
+			renewed = append(renewed, l)
+		} else {
+			lost = append(lost, l)
+		}
+	}
+	return renewed, lost, nil
+}
+
+// KeepSession implements backends.RecordKeeper: one renewal of the session, as Renew's.
+func (r *Records) KeepSession(ctx context.Context) error {
+	if err := r.b.usable(); err != nil {
+		return err
+	}
+	if _, _, err := r.renewSession(ctx); err != nil {
+		return fmt.Errorf("keeping the session: %w", err)
+	}
+	return nil
+}
+
+// renewSession writes the session Lease as renewed now, its history recording the gap since the
+// last renewal if that was long enough to let a hold lapse. It returns the history written and
+// the time of the renewal.
+func (r *Records) renewSession(ctx context.Context) (history, time.Time, error) {
 	for range maxAttempts {
 		session, err := r.b.get(ctx, r.b.session)
 		if err != nil {
-			return nil, nil, fmt.Errorf("renew: %w", err)
+			return history{}, time.Time{}, err
 		}
 		before, err := historyOf(session)
 		if err != nil {
-			return nil, nil, fmt.Errorf("renew: %w", err)
+			return history{}, time.Time{}, err
 		}
 		now := r.b.clock.Now()
 		after := before.renewedAt(now)
@@ -146,20 +177,11 @@ func (r *Records) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 			if lostRace(err) {
 				continue // another replica of this session wrote it: read it again
 			}
-			return nil, nil, fmt.Errorf("renew: %w", err)
+			return history{}, time.Time{}, err
 		}
-		// A hold that lapsed before this write stays lapsed: the write recorded the gap.
-		for _, l := range leases {
-			if expire, ok := after.alive(l.AcquireTime, ttl, now); ok {
-				l.TTL, l.ExpireTime = ttl, expire
-				renewed = append(renewed, l)
-			} else {
-				lost = append(lost, l)
-			}
-		}
-		return renewed, lost, nil
+		return after, now, nil
 	}
-	return nil, nil, errors.New("renew: other writers kept changing the session Lease")
+	return history{}, time.Time{}, errors.New("other writers kept changing the session Lease")
 }
 
 // writeSession writes the session Lease (creating it if session is nil) with h as its history.
