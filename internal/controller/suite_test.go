@@ -103,7 +103,10 @@ var _ = AfterSuite(func() {
 
 // startManager runs a fresh manager, as a restarted controller process would: new caches, new
 // backend sessions, a new Renewer that remembers nothing.
-func startManager() {
+func startManager() { startManagerWith() }
+
+// startManagerWith runs a fresh manager as startManager does, its options changed by mutate.
+func startManagerWith(mutate ...func(*lockenv.ManagerOptions)) {
 	mgrMu.Lock()
 	defer mgrMu.Unlock()
 	sqlFactory := func(ctx context.Context, spec locksv1alpha1.LockBackendSpec, secrets registry.SecretReader) (backends.Backend, error) {
@@ -112,8 +115,7 @@ func startManager() {
 		}
 		return sqlbackend.Factory(ctx, spec, secrets)
 	}
-	var err error
-	manager, err = lockenv.StartManager(cfg, lockenv.ManagerOptions{
+	o := lockenv.ManagerOptions{
 		Namespace: controllerNamespace, ProbeInterval: time.Second, Restartable: true, Clock: controllerClock,
 		Registry: []registry.Option{
 			registry.WithFactory(locksv1alpha1.BackendSQL, sqlFactory),
@@ -122,7 +124,12 @@ func startManager() {
 			registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
 			registry.WithFactory(locksv1alpha1.BackendRedlock, redlockbackend.Factory),
 		},
-	})
+	}
+	for _, m := range mutate {
+		m(&o)
+	}
+	var err error
+	manager, err = lockenv.StartManager(cfg, o)
 	Expect(err).NotTo(HaveOccurred())
 	mgrMetric = manager.Metrics
 }

@@ -40,7 +40,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -182,6 +184,10 @@ type ManagerOptions struct {
 	// Lease name and timings, and the Lease given up on Stop. (The leader guard is left out: it
 	// sends no request, and on a loaded test machine a long pause would stop the manager.)
 	LeaderElectionNamespace string
+	// ControllersStartAfter holds back the start of every controller (not the Renewer, the
+	// session bridge or other runnables) by this long once the manager leads, as on a large
+	// cluster a new leader's controllers wait until their caches have seen every object.
+	ControllersStartAfter time.Duration
 }
 
 // Manager is a lockwarden manager running in this process.
@@ -239,7 +245,11 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.Namespace}),
 		registry.WithWrapper(m.Instrument),
 	}, o.Registry...)
-	err = controller.Setup(mgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
+	var setupMgr manager.Manager = mgr
+	if o.ControllersStartAfter > 0 {
+		setupMgr = lateControllers{Manager: mgr, after: o.ControllersStartAfter}
+	}
+	err = controller.Setup(setupMgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
 		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace})
 	if err != nil {
 		return nil, err
@@ -248,6 +258,42 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	return &Manager{Metrics: m, cancel: cancel, done: done}, nil
+}
+
+// lateControllers is a manager whose controllers start late (ManagerOptions.ControllersStartAfter).
+type lateControllers struct {
+	manager.Manager
+	after time.Duration
+}
+
+// Add holds back the start of a controller; other runnables are added as they are.
+func (m lateControllers) Add(r manager.Runnable) error {
+	if c, ok := r.(ctrlcontroller.Controller); ok {
+		return m.Manager.Add(lateController{Controller: c, after: m.after})
+	}
+	return m.Manager.Add(r)
+}
+
+// lateController starts its controller a while after the manager starts it.
+type lateController struct {
+	ctrlcontroller.Controller
+	after time.Duration
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable, as controllers do: the delay
+// counts from the moment the manager leads.
+func (c lateController) NeedLeaderElection() bool { return true }
+
+// Start waits, then runs the controller.
+func (c lateController) Start(ctx context.Context) error {
+	t := time.NewTimer(c.after)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	return c.Controller.Start(ctx)
 }
 
 // Stop stops the manager and waits for it; the error is what Start returned.
