@@ -305,19 +305,30 @@ func TestUnusableReason(t *testing.T) {
 }
 
 func TestBridgeTimings(t *testing.T) {
-	if got := shorterTTL(0, 10*time.Second); got != 10*time.Second {
-		t.Errorf("first lease: %s", got)
+	shorter := map[string]struct{ a, b, want time.Duration }{
+		"first lease":   {0, 10 * time.Second, 10 * time.Second},
+		"shorter lease": {10 * time.Second, 5 * time.Second, 5 * time.Second},
+		"longer lease":  {5 * time.Second, 30 * time.Second, 5 * time.Second},
+		"no lease":      {5 * time.Second, 0, 5 * time.Second},
 	}
-	if got := shorterTTL(10*time.Second, 5*time.Second); got != 5*time.Second {
-		t.Errorf("shorter lease: %s", got)
+	for name, tc := range shorter {
+		if got := shorterTTL(tc.a, tc.b); got != tc.want {
+			t.Errorf("shorterTTL, %s: got %s, want %s", name, got, tc.want)
+		}
 	}
-	if got := shorterTTL(5*time.Second, 30*time.Second); got != 5*time.Second {
-		t.Errorf("longer lease: %s", got)
+	interval := map[string]struct {
+		ttl    time.Duration
+		failed bool
+		want   time.Duration
+	}{
+		"a third of the lease":       {30 * time.Second, false, 10 * time.Second},
+		"at least a second":          {2 * time.Second, false, time.Second},
+		"a second after a failure":   {30 * time.Second, true, time.Second},
+		"no lease known: one second": {0, false, time.Second},
 	}
-	if got := bridgeInterval(30 * time.Second); got != 10*time.Second {
-		t.Errorf("a third of the lease: %s", got)
-	}
-	if got := bridgeInterval(2 * time.Second); got != time.Second {
-		t.Errorf("at least a second: %s", got)
+	for name, tc := range interval {
+		if got := bridgeInterval(tc.ttl, tc.failed); got != tc.want {
+			t.Errorf("bridgeInterval, %s: got %s, want %s", name, got, tc.want)
+		}
 	}
 }

@@ -61,6 +61,7 @@ func (b *sessionBridge) Start(ctx context.Context) error {
 	for {
 		wait := b.bridge(ctrl.LoggerInto(ctx, log))
 		if wait == 0 {
+			log.Info("The Renewer renews every recorded hold: the session bridge stops")
 			return nil
 		}
 		t := b.clock.NewTimer(wait)
@@ -120,12 +121,13 @@ func (b *sessionBridge) bridge(ctx context.Context) time.Duration {
 	}
 	var wait time.Duration
 	for name, s := range sessions {
-		if err := s.keeper.KeepSession(ctx); err != nil {
+		err := s.keeper.KeepSession(ctx)
+		if err != nil {
 			log.Error(err, "Keeping the session alive for holds not resumed yet", "backend", name, "holds", s.holds)
 		} else {
 			log.V(1).Info("Kept the session alive for holds not resumed yet", "backend", name, "holds", s.holds)
 		}
-		wait = soonest(wait, bridgeInterval(s.ttl))
+		wait = soonest(wait, bridgeInterval(s.ttl, err != nil))
 	}
 	return wait
 }
@@ -138,8 +140,12 @@ func shorterTTL(a, b time.Duration) time.Duration {
 	return a
 }
 
-// bridgeInterval is how often the bridge renews a session whose shortest unresumed hold has
-// lease ttl: every third of it, as the Renewer does, and at least every second.
-func bridgeInterval(ttl time.Duration) time.Duration {
+// bridgeInterval is when the bridge renews again a session whose shortest unresumed hold has
+// lease ttl: a third of it later, as the Renewer does, but no sooner than a second; and a second
+// after a renewal that failed, since waiting a third of the lease again could let the holds lapse.
+func bridgeInterval(ttl time.Duration, failed bool) time.Duration {
+	if failed {
+		return time.Second
+	}
 	return max(ttl/3, time.Second)
 }
