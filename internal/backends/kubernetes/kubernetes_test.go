@@ -665,3 +665,45 @@ func TestRecords(t *testing.T) {
 	g.Expect(session.Annotations).To(HaveKey(k8sbackend.GapsAnnotation))
 	g.Expect(session.Annotations[k8sbackend.GapsAnnotation]).NotTo(BeEmpty())
 }
+
+// KeepSession renews the session as Renew does, for holds a new leader has not resumed yet: it
+// keeps alive the holds that were alive, and revives none that lapsed before it.
+func TestRecordsKeepSession(t *testing.T) {
+	g := NewWithT(t)
+	c := newClient(t)
+	ns := newNamespace(t, c)
+	clock := clocktesting.NewFakeClock(time.Now())
+	r, err := k8sbackend.NewRecords(k8sbackend.Config{Client: c, Namespace: ns, SessionName: "records"}, k8sbackend.WithClock(clock))
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := t.Context()
+	ttl := 6 * time.Second
+
+	a, err := r.TryAcquire(ctx, "k/a", "id-a", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _, err = r.Renew(ctx, []backends.Lease{a}, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Kept every third of the lease, a hold outlives its lease many times over.
+	for range 6 {
+		clock.Step(ttl / 3)
+		g.Expect(r.KeepSession(ctx)).To(Succeed())
+	}
+	_, alive, err := r.HoldAlive(ctx, a.AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeTrue(), "a hold whose session was kept is alive")
+
+	// A lease without any renewal: the hold lapsed, and keeping the session after it revives
+	// nothing, while a hold granted after it lives.
+	clock.Step(ttl)
+	g.Expect(r.KeepSession(ctx)).To(Succeed())
+	_, alive, err = r.HoldAlive(ctx, a.AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeFalse(), "the gap is on record: keeping the session after it revives nothing")
+	fresh, err := r.TryAcquire(ctx, "k/fresh", "id-fresh", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	clock.Step(ttl / 2)
+	g.Expect(r.KeepSession(ctx)).To(Succeed())
+	_, alive, err = r.HoldAlive(ctx, fresh.AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeTrue())
+}
