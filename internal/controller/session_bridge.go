@@ -105,7 +105,9 @@ func (b *sessionBridge) bridge(ctx context.Context) time.Duration {
 		}
 		keeper, ok := backends.AsRecordKeeper(use.Session)
 		if !ok {
-			continue // the backend renews its own keys: nothing lapses with the leader
+			// A hold on another backend is a key of its own, with the lease as its TTL: renewing
+			// it takes the lease a pass resumes, so it is not bridged (docs/how-locks-work.md).
+			continue
 		}
 		k := renewal.HoldKey{Backend: use.Name, Key: lock.BackendKey(use.KeyPolicy), Identity: recordBackendIdentity(rec)}
 		if _, tracked := b.renewer.Lookup(k); tracked {
