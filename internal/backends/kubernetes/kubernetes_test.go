@@ -707,3 +707,30 @@ func TestRecordsKeepSession(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(alive).To(BeTrue())
 }
+
+// A hold at the default lease, renewed every third of it as the Renewer does, lives as long as it
+// is renewed: here 40 renewals, over six and a half minutes of the fake clock. (The session
+// history once kept a gap at every such renewal, and judged holds older than 16 renewals lapsed.)
+func TestRecordsKeepLongHolds(t *testing.T) {
+	g := NewWithT(t)
+	c := newClient(t)
+	ns := newNamespace(t, c)
+	clock := clocktesting.NewFakeClock(time.Now())
+	r, err := k8sbackend.NewRecords(k8sbackend.Config{Client: c, Namespace: ns, SessionName: "records"}, k8sbackend.WithClock(clock))
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := t.Context()
+	ttl := 30 * time.Second
+
+	held, err := r.TryAcquire(ctx, "k/long", "id-long", ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range 40 {
+		clock.Step(ttl / 3)
+		renewed, lost, err := r.Renew(ctx, []backends.Lease{held}, ttl)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lost).To(BeEmpty(), "renewal %d, %s after the grant", i+1, time.Duration(i+1)*ttl/3)
+		g.Expect(renewed).To(HaveLen(1))
+	}
+	_, alive, err := r.HoldAlive(ctx, held.AcquireTime, ttl)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(alive).To(BeTrue())
+}
