@@ -39,9 +39,10 @@ type State int
 const (
 	// Alive: the Lease changed less than its duration ago.
 	Alive State = iota
-	// Missing: the Lease does not exist and was never seen (it may not have been created yet),
-	// or it cannot be judged (no spec.leaseDurationSeconds).
+	// Missing: the Lease does not exist and was never seen (it may not have been created yet).
 	Missing
+	// Invalid: the Lease cannot be judged: it has no spec.leaseDurationSeconds.
+	Invalid
 	// Deleted: the Lease was seen, and is gone.
 	Deleted
 	// Expired: the Lease was not seen to change for its duration.
@@ -120,7 +121,7 @@ func (t *Tracker) Observe(name types.NamespacedName, lease *coordinationv1.Lease
 // now.
 func judge(name types.NamespacedName, seen time.Time, durationSeconds *int32, now time.Time) Verdict {
 	if durationSeconds == nil || *durationSeconds <= 0 {
-		return Verdict{State: Missing, Reason: fmt.Sprintf("heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds", name.Name, name.Namespace)}
+		return Verdict{State: Invalid, Reason: fmt.Sprintf("heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds", name.Name, name.Namespace)}
 	}
 	d := time.Duration(*durationSeconds) * time.Second
 	expire := seen.Add(d)

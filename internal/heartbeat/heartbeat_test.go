@@ -71,7 +71,7 @@ func TestTracker(t *testing.T) {
 			reason: "heartbeat Lease job-beat in namespace team-a was not renewed for 15s"},
 		{name: "a new renewTime is a renewal",
 			sights: []sight{{0, lease("u1", day, 15)}, {10 * time.Second, lease("u1", nextBeat, 15)}, {20 * time.Second, lease("u1", nextBeat, 15)}},
-			want: Alive, expireIn: 5 * time.Second},
+			want:   Alive, expireIn: 5 * time.Second},
 		{name: "a new resourceVersion is a renewal when there is no renewTime",
 			sights: []sight{{0, lease("u1", "", 15)}, {10 * time.Second, func() *coordinationv1.Lease {
 				l := lease("u1", "", 15)
@@ -84,13 +84,13 @@ func TestTracker(t *testing.T) {
 			reason: "heartbeat Lease job-beat in namespace team-a was deleted"},
 		{name: "a Lease re-created under the same name is a renewal",
 			sights: []sight{{0, lease("u1", day, 15)}, {time.Second, nil}, {20 * time.Second, lease("u2", day, 15)}},
-			want: Alive, expireIn: 15 * time.Second},
+			want:   Alive, expireIn: 15 * time.Second},
 		{name: "a deleted Lease is forgotten after an hour",
 			sights: []sight{{0, lease("u1", day, 15)}, {time.Second, nil}, {2 * time.Hour, nil}}, want: Missing,
 			reason: "heartbeat Lease job-beat does not exist in namespace team-a"},
-		{name: "no duration: cannot be judged, missing",
+		{name: "no duration: cannot be judged",
 			sights: []sight{{0, func() *coordinationv1.Lease { l := lease("u1", day, 15); l.Spec.LeaseDurationSeconds = nil; return l }()}},
-			want: Missing, reason: "heartbeat Lease job-beat in namespace team-a has no spec.leaseDurationSeconds"},
+			want:   Invalid, reason: "heartbeat Lease job-beat in namespace team-a has no spec.leaseDurationSeconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

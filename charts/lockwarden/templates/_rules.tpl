@@ -18,6 +18,13 @@
   - patch
   - watch
 - apiGroups:
+  - coordination.k8s.io
+  resources:
+  - leases
+  verbs:
+  - list
+  - watch
+- apiGroups:
   - events.k8s.io
   resources:
   - events
