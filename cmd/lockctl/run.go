@@ -56,7 +56,7 @@ Outside a pod (no POD_NAME), the claim carries a heartbeat: a Lease named after 
 lockctl renews every third of --heartbeat and deletes when it exits. If lockctl is killed
 (SIGKILL) or its machine stops, the controller releases the lock once the Lease has gone
 --heartbeat without renewal, and grants it to the next claim. --heartbeat 0 turns this off: the
-claim then holds the lock until it is deleted (kubectl delete lockclaim). In a pod the pod's
+claim then holds the lock until it is deleted (the release command). In a pod the pod's
 own liveness serves, and --heartbeat is not used.
 
 Exit codes: COMMAND's own, or one of lockctl's, which COMMAND's usual codes do not reach:
