@@ -50,8 +50,12 @@ const (
 	ReasonLockNotFound = "LockNotFound"
 	// ReasonPodNotFound: the pod named by spec.holder.podName does not exist.
 	ReasonPodNotFound = "PodNotFound"
-	// ReasonHolderTerminated: the holder pod is gone, replaced or finished, so the lock was
-	// released.
+	// ReasonHeartbeatNotFound: the heartbeat Lease named by spec.holder.leaseName does not exist
+	// (or lacks the label HeartbeatLabel, or spec.leaseDurationSeconds); the claim keeps its place
+	// and waits for it.
+	ReasonHeartbeatNotFound = "HeartbeatNotFound"
+	// ReasonHolderTerminated: the holder pod is gone, replaced or finished, or the holder's
+	// heartbeat Lease was deleted or not renewed in time, so the lock was released.
 	ReasonHolderTerminated = "HolderTerminated"
 	// ReasonClaimDeleted: the claim is being deleted and the lock was released.
 	ReasonClaimDeleted = "ClaimDeleted"

@@ -22,6 +22,7 @@ import (
 )
 
 // ClaimHolder says on whose behalf a lock is held.
+// +kubebuilder:validation:XValidation:rule="!(has(self.podName) && has(self.leaseName))",message="holder.podName and holder.leaseName cannot both be set: a pod's own liveness is its heartbeat"
 type ClaimHolder struct {
 	// podName is the pod, in the claim's namespace, that holds the lock. The controller releases
 	// the lock as soon as that pod is gone, replaced (another UID) or finished. Immutable.
@@ -30,6 +31,24 @@ type ClaimHolder struct {
 	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="podName must be a pod name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.podName is immutable; create a new LockClaim for another pod"
 	PodName string `json:"podName,omitempty"`
+
+	// leaseName names a coordination.k8s.io Lease, in the claim's namespace, that the claimant
+	// renews as its heartbeat: the liveness of a detached claim's holder, as a pod's is for a pod
+	// claim (the two cannot both be set). The Lease must carry the label
+	// locks.lockwarden.io/heartbeat: "true" (the controller watches only such Leases) and set
+	// spec.leaseDurationSeconds. Expiry is judged by when the controller saw the Lease change,
+	// never by comparing spec.renewTime with the controller's clock, so that clock skew between
+	// the claimant and the controller cannot release a live holder early: a Lease that the
+	// controller has not seen change for its leaseDurationSeconds, or that was deleted, ends the
+	// claim like a dead pod (phase Released, reason HolderTerminated) and the next claim is
+	// granted. A waiting claim whose Lease does not exist yet keeps its place, with reason
+	// HeartbeatNotFound, and is granted only while its Lease is renewed. lockctl run outside a
+	// pod, and lockclient with Request.Heartbeat, create and renew it. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="leaseName must be a Lease name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.leaseName is immutable; create a new LockClaim for another heartbeat"
+	LeaseName string `json:"leaseName,omitempty"`
 
 	// identity is the holder's identity on the backend; the pod's UID by default, else the
 	// claim's UID. Claims on one lock with the same identity share the hold (reentrancy): they get
@@ -44,6 +63,7 @@ type ClaimHolder struct {
 
 // LockClaimSpec asks for a lock.
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.podName)) == (has(oldSelf.holder) && has(oldSelf.holder.podName))",message="holder.podName is immutable; create a new LockClaim for another pod"
+// +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.leaseName)) == (has(oldSelf.holder) && has(oldSelf.holder.leaseName))",message="holder.leaseName is immutable; create a new LockClaim for another heartbeat"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.identity)) == (has(oldSelf.holder) && has(oldSelf.holder.identity))",message="holder.identity is immutable; create a new LockClaim instead"
 type LockClaimSpec struct {
 	// lockName is the DistributedLock, in the claim's namespace, that this claim asks for.
@@ -56,7 +76,7 @@ type LockClaimSpec struct {
 	LockName string `json:"lockName"`
 
 	// holder says on whose behalf the lock is held. Without a podName the claim is detached: it
-	// holds the lock until it is deleted.
+	// holds the lock until it is deleted, or, with a leaseName, until its heartbeat Lease expires.
 	// +optional
 	Holder *ClaimHolder `json:"holder,omitempty"`
 

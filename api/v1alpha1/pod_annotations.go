@@ -31,4 +31,9 @@ const (
 	PodHolderAnnotation = "locks.lockwarden.io/holder"
 	// PodClaimLabel on a LockClaim created from a pod annotation names that pod.
 	PodClaimLabel = "locks.lockwarden.io/pod"
+
+	// HeartbeatLabel, with the value "true", marks a coordination.k8s.io Lease that a LockClaim's
+	// spec.holder.leaseName may name. The controller caches and watches only Leases with it, so
+	// that the cluster's other Leases (node heartbeats renew every 10 s) cost it nothing.
+	HeartbeatLabel = "locks.lockwarden.io/heartbeat"
 )

@@ -127,6 +127,20 @@ spec:
   lockName: db
   holder: {podName: "web 0"}
 `, `spec.holder.podName: Invalid value: "web 0": podName must be a pod name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`),
+		Entry("a claim whose leaseName is not a Lease name", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {leaseName: "Beat_1"}
+`, `spec.holder.leaseName: Invalid value: "Beat_1": leaseName must be a Lease name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`),
+		Entry("a claim with both a holder pod and a heartbeat Lease", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {podName: web-0, leaseName: web-0-beat}
+`, `spec.holder: Invalid value: holder.podName and holder.leaseName cannot both be set: a pod's own liveness is its heartbeat`),
 		Entry("a claim with a negative wait timeout", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim
@@ -403,6 +417,13 @@ kind: LockClaim
 spec:
   lockName: db
 `
+	const heartbeatClaim = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {leaseName: job-beat}
+`
 	const lock = `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: DistributedLock
@@ -421,11 +442,12 @@ spec:
   redis: {address: "redis:6379"}
 `
 	const (
-		lockNameImmutable = `spec.lockName: Invalid value: "other": lockName is immutable; create a new LockClaim for another lock`
-		podNameImmutable  = "holder.podName is immutable; create a new LockClaim for another pod"
-		identityImmutable = "holder.identity is immutable; create a new LockClaim instead"
-		keyImmutable      = "key is immutable; create a new DistributedLock to use another key"
-		backendImmutable  = `spec.backendRef: Invalid value: backendRef is immutable; create a new DistributedLock to use another backend`
+		lockNameImmutable  = `spec.lockName: Invalid value: "other": lockName is immutable; create a new LockClaim for another lock`
+		podNameImmutable   = "holder.podName is immutable; create a new LockClaim for another pod"
+		leaseNameImmutable = "holder.leaseName is immutable; create a new LockClaim for another heartbeat"
+		identityImmutable  = "holder.identity is immutable; create a new LockClaim instead"
+		keyImmutable       = "key is immutable; create a new DistributedLock to use another key"
+		backendImmutable   = `spec.backendRef: Invalid value: backendRef is immutable; create a new DistributedLock to use another backend`
 	)
 
 	DescribeTable("immutable fields stay as created",
@@ -439,6 +461,12 @@ spec:
 			`spec: Invalid value: `+podNameImmutable),
 		Entry("a holder pod added to a detached claim", detachedClaim, set("web-0", "spec", "holder", "podName"),
 			`spec: Invalid value: `+podNameImmutable),
+		Entry("a claim's heartbeat Lease", heartbeatClaim, set("other-beat", "spec", "holder", "leaseName"),
+			`spec.holder.leaseName: Invalid value: "other-beat": `+leaseNameImmutable),
+		Entry("a claim's heartbeat Lease removed", heartbeatClaim, remove("spec", "holder", "leaseName"),
+			`spec: Invalid value: `+leaseNameImmutable),
+		Entry("a heartbeat Lease added to a detached claim", detachedClaim, set("job-beat", "spec", "holder", "leaseName"),
+			`spec: Invalid value: `+leaseNameImmutable),
 		Entry("a claim's holder identity", claim, set("someone-else", "spec", "holder", "identity"),
 			`spec.holder.identity: Invalid value: "someone-else": `+identityImmutable),
 		Entry("a lock's key", lock, set("jobs/weekly", "spec", "key"),

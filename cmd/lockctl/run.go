@@ -36,13 +36,14 @@ import (
 
 // runCommand holds a lock while a command runs. In a pod (POD_NAME set) the claim is the pod's,
 // as acquire's, so that the lock goes with the pod even if lockctl is killed; elsewhere the claim
-// is detached. The command gets the token in LOCKWARDEN_FENCING_TOKEN; the claim is deleted when
+// is detached, with a heartbeat Lease (--heartbeat) that lockctl renews, so that the lock goes
+// with lockctl even if it is killed. The command gets the token in LOCKWARDEN_FENCING_TOKEN; the claim is deleted when
 // the command ends. If the lock is lost meanwhile, the command gets SIGTERM, then SIGKILL after
 // --grace, and lockctl exits with runLockLost.
 func (a *app) runCommand(k *kubeFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run --lock NAME [--try] [--timeout D] [--grace D] [--token-file PATH] -- COMMAND [ARG...]",
+		Use:   "run --lock NAME [--try] [--timeout D] [--grace D] [--heartbeat D] [--token-file PATH] -- COMMAND [ARG...]",
 		Short: "Hold a lock while a command runs",
 		Long: `Take the lock, run COMMAND with the fencing token in LOCKWARDEN_FENCING_TOKEN, release the lock
 when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM and
@@ -50,6 +51,13 @@ SIGKILL after --grace. A signal (INT, TERM, HUP, QUIT) while lockctl waits for t
 the claim; once COMMAND runs, lockctl passes such signals on to it. With --try lockctl does not
 queue: if the lock is not granted at once, COMMAND does not run. Flags end at COMMAND; "--"
 before it is optional.
+
+Outside a pod (no POD_NAME), the claim carries a heartbeat: a Lease named after the claim, which
+lockctl renews every third of --heartbeat and deletes when it exits. If lockctl is killed
+(SIGKILL) or its machine stops, the controller releases the lock once the Lease has gone
+--heartbeat without renewal, and grants it to the next claim. --heartbeat 0 turns this off: the
+claim then holds the lock until it is deleted (the release command). In a pod the pod's
+own liveness serves, and --heartbeat is not used.
 
 Exit codes: COMMAND's own, or one of lockctl's, which COMMAND's usual codes do not reach:
   120     lockctl failed: API server unreachable, token file not writable, ...
@@ -77,6 +85,7 @@ one line starting with "lockctl:" on stderr.`,
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up waiting for the lock after this long, exit code 124 (0 waits forever; with --try, default 30s for the controller's answer)")
 	f.DurationVar(&o.grace, "grace", 10*time.Second, "After the lock is lost, how long the command has between SIGTERM and SIGKILL")
 	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
+	f.DurationVar(&o.heartbeat, "heartbeat", defaultHeartbeat, "Outside a pod: release the lock this long after lockctl stops renewing its heartbeat Lease (killed, machine down); 0 turns the heartbeat off and the claim holds until deleted")
 	f.BoolVar(&o.try, "try", false, "Do not queue: run the command only if the lock is granted at once, else exit code 121")
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
@@ -84,10 +93,14 @@ one line starting with "lockctl:" on stderr.`,
 
 // runOptions are run's flags.
 type runOptions struct {
-	lock, tokenFile string
-	timeout, grace  time.Duration
-	try             bool
+	lock, tokenFile           string
+	timeout, grace, heartbeat time.Duration
+	try                       bool
 }
+
+// defaultHeartbeat is --heartbeat's default: long enough that a busy laptop or a slow API server
+// does not miss it (renewed every 5 s), short enough that a killed lockctl's lock is soon free.
+const defaultHeartbeat = 15 * time.Second
 
 // run takes the lock, runs command under supervise and releases the lock.
 func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
@@ -96,8 +109,8 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		return usagef("run needs a command: %s run --lock NAME -- COMMAND [ARG...]", a.name())
 	case o.lock == "":
 		return usagef("--lock is required")
-	case o.timeout < 0 || o.grace < 0:
-		return usagef("--timeout and --grace must not be negative")
+	case o.timeout < 0 || o.grace < 0 || o.heartbeat < 0:
+		return usagef("--timeout, --grace and --heartbeat must not be negative")
 	}
 	// Before queueing: a command that cannot run must not take the lock from those that can.
 	if _, err := exec.LookPath(command[0]); err != nil {
@@ -125,6 +138,9 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		acquire = c.TryAcquire
 	}
 	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout}
+	if pod == nil {
+		req.Heartbeat = o.heartbeat
+	}
 	hold, err := waitForLock(o.lock, signals, func(ctx context.Context) (*lockclient.Hold, error) { return acquire(ctx, req) })
 	if err != nil {
 		return err

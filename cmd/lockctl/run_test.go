@@ -30,6 +30,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -243,3 +245,106 @@ func scan(s string, pid, pgrp *int) error {
 	*pgrp, err = strconv.Atoi(m[2])
 	return err
 }
+
+// heartbeats lists the heartbeat Leases of a namespace.
+func heartbeats(ns string) []coordinationv1.Lease {
+	GinkgoHelper()
+	list := &coordinationv1.LeaseList{}
+	Expect(k8sClient.List(ctx(), list, client.InNamespace(ns), client.MatchingLabels{locksv1alpha1.HeartbeatLabel: "true"})).To(Succeed())
+	return list.Items
+}
+
+// heldClaim waits until ns has a Held claim and returns it.
+func heldClaim(ns string) locksv1alpha1.LockClaim {
+	GinkgoHelper()
+	var held locksv1alpha1.LockClaim
+	Eventually(func(g Gomega) {
+		var found []locksv1alpha1.LockClaim
+		for _, c := range claims(ns) {
+			if c.Status.Phase == locksv1alpha1.ClaimHeld {
+				found = append(found, c)
+			}
+		}
+		g.Expect(found).To(HaveLen(1))
+		held = found[0]
+	}).Should(Succeed())
+	return held
+}
+
+var _ = Describe("lockctl run's heartbeat outside a pod", func() {
+	It("holds the lock with a heartbeat Lease named after its claim, and deletes both when the command ends", func() {
+		ns := newNamespace()
+		newLock(ns, "report")
+		done := filepath.Join(GinkgoT().TempDir(), "done")
+		proc := start(nil, "run", "--lock", "report", "-n", ns, "--", "sh", "-c", "while [ ! -e "+done+" ]; do sleep 0.1; done")
+		claim := heldClaim(ns)
+		Expect(claim.Spec.Holder).NotTo(BeNil())
+		Expect(claim.Spec.Holder.LeaseName).To(Equal(claim.Name))
+		leases := heartbeats(ns)
+		Expect(leases).To(HaveLen(1))
+		Expect(leases[0].Name).To(Equal(claim.Name))
+		Expect(*leases[0].Spec.LeaseDurationSeconds).To(Equal(int32(15)), "--heartbeat defaults to 15s")
+
+		Expect(os.WriteFile(done, nil, 0o644)).To(Succeed())
+		Expect(proc.wait(30 * time.Second)).To(Equal(0))
+		Expect(claims(ns)).To(BeEmpty())
+		Expect(heartbeats(ns)).To(BeEmpty())
+	})
+
+	It("makes no heartbeat with --heartbeat 0", func() {
+		ns := newNamespace()
+		newLock(ns, "report")
+		done := filepath.Join(GinkgoT().TempDir(), "done")
+		proc := start(nil, "run", "--lock", "report", "-n", ns, "--heartbeat", "0", "--", "sh", "-c", "while [ ! -e "+done+" ]; do sleep 0.1; done")
+		claim := heldClaim(ns)
+		Expect(claim.Spec.Holder).To(BeNil())
+		Expect(heartbeats(ns)).To(BeEmpty())
+		Expect(os.WriteFile(done, nil, 0o644)).To(Succeed())
+		Expect(proc.wait(30 * time.Second)).To(Equal(0))
+	})
+
+	It("after SIGKILL of lockctl, grants the lock to the next claimant within the heartbeat's duration", func() {
+		ns := newNamespace()
+		newLock(ns, "report")
+		pidFile := filepath.Join(GinkgoT().TempDir(), "pid")
+		first := start(nil, "run", "--lock", "report", "-n", ns, "--heartbeat", "3s", "--",
+			"sh", "-c", "echo $$ > "+pidFile+"; exec sleep 300")
+		DeferCleanup(func() {
+			// The command outlives lockctl's SIGKILL, as it would on a real machine.
+			if b, err := os.ReadFile(pidFile); err == nil {
+				if pid, err := strconv.Atoi(string(b[:len(b)-1])); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+		killed := heldClaim(ns)
+		marker := filepath.Join(GinkgoT().TempDir(), "ran")
+		second := start(nil, "run", "--lock", "report", "-n", ns, "--heartbeat", "3s", "--", "touch", marker)
+		queuedClaim2 := func(g Gomega) string {
+			for _, c := range claims(ns) {
+				if c.Name != killed.Name && c.Status.Phase == locksv1alpha1.ClaimPending {
+					return c.Name
+				}
+			}
+			g.Expect("a queued claim").To(BeEmpty())
+			return ""
+		}
+		Eventually(queuedClaim2).ShouldNot(BeEmpty())
+		// Held, renewed: well past the heartbeat's duration, the second waits.
+		Consistently(func() bool { _, err := os.Stat(marker); return err == nil }, 4*time.Second).Should(BeFalse())
+
+		// (Its command keeps lockctl's output open, so the session does not see it exit.)
+		first.Signal(syscall.SIGKILL)
+		killedAt := time.Now()
+		Eventually(func() bool { _, err := os.Stat(marker); return err == nil }, 3*time.Second+1500*time.Millisecond, 20*time.Millisecond).
+			Should(BeTrue(), "the next claimant was not granted within the heartbeat's 3s (and a pass's latency)")
+		GinkgoWriter.Printf("granted %s after SIGKILL\n", time.Since(killedAt))
+		Expect(second.wait(30 * time.Second)).To(Equal(0))
+
+		released := &locksv1alpha1.LockClaim{}
+		Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(&killed), released)).To(Succeed())
+		Expect(released.Status.Phase).To(Equal(locksv1alpha1.ClaimReleased))
+		Expect(meta.FindStatusCondition(released.Status.Conditions, locksv1alpha1.ConditionAcquired).Message).To(Equal(
+			"Released: heartbeat Lease " + killed.Name + " in namespace " + ns + " was not renewed for 3s"))
+	})
+})

@@ -68,7 +68,7 @@ func applySamples(ns, file string, dryRun bool) {
 var _ = Describe("The lockctl samples", func() {
 	It("are accepted by the API server", func() {
 		ns := newNamespace()
-		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml"} {
+		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "heartbeat-claim.yaml"} {
 			applySamples(ns, file, true)
 		}
 	})

@@ -19,21 +19,29 @@ package controller
 import (
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // CacheOptions are the manager's cache options: what the informers keep of each object. Two
 // controllers watch every Pod of the cluster, so a cached Pod keeps only what they read; no
 // cached object keeps its managedFields, which nothing here reads and which are often the
-// larger part of an object.
+// larger part of an object. Of Leases it keeps only heartbeat Leases (the label
+// locks.lockwarden.io/heartbeat: "true"): a cluster's nodes renew one Lease each every 10 s, and
+// the controller's own Leases (key ledger, built-in backend, leader election) are read from the
+// API server, never from the cache.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Transform: trimPod},
+			&corev1.Pod{}:           {Transform: trimPod},
+			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
 		},
 	}
 }

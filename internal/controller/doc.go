@@ -71,6 +71,11 @@ package controller
 // (The only core/v1 events, leader election's, are granted in the leader election Role.)
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Leases: detached claims' heartbeat Leases (spec.holder.leaseName), read through the cache,
+// which keeps only Leases labelled locks.lockwarden.io/heartbeat: "true". Nothing else: the
+// claimant creates, renews and deletes its own Lease.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;watch
+
 // The built-in kubernetes backend keeps its session in a coordination.k8s.io Lease, and
 // LockBackends name Secrets, both in the controller's own namespace only: those rules are in a
 // Role there (config/rbac/namespace_role.yaml), not in this ClusterRole.

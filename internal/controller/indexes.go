@@ -37,6 +37,8 @@ const (
 	indexClaimLock = "spec.lockName"
 	// indexClaimPod indexes LockClaims by spec.holder.podName.
 	indexClaimPod = "spec.holder.podName"
+	// indexClaimLease indexes LockClaims by spec.holder.leaseName.
+	indexClaimLease = "spec.holder.leaseName"
 	// indexLockBackend indexes DistributedLocks by the name of their backend.
 	indexLockBackend = "spec.backendRef.name"
 )
@@ -53,6 +55,14 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
 		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {
 			return []string{h.PodName}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
+		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.LeaseName != "" {
+			return []string{h.LeaseName}
 		}
 		return nil
 	}); err != nil {

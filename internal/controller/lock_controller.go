@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -40,6 +41,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -79,6 +81,10 @@ type DistributedLockReconciler struct {
 	// written guards passes against a cache that lags this process's own writes.
 	written *ownWrites
 
+	// heartbeats remembers when each heartbeat Lease was seen to change (detached claims'
+	// liveness, lock_heartbeats.go).
+	heartbeats *heartbeat.Tracker
+
 	// lowMu guards lowRounds.
 	lowMu sync.Mutex
 	// lowRounds holds, per lock, its held-back low-priority status changes.
@@ -102,6 +108,8 @@ type lockScope struct {
 	readMu sync.Mutex
 	// pods are the holder pods of pod claims that exist, by name.
 	pods map[string]*corev1.Pod
+	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
+	heartbeats map[string]heartbeat.Verdict
 	// backend is the lock's backend session; nil when it cannot be used now.
 	backend backends.Backend
 	// backendName names the lock's LockBackend.
@@ -213,7 +221,8 @@ func (r *DistributedLockReconciler) NotifyLost(claim types.NamespacedName) {
 }
 
 // SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
-// deletion, a phase change), their pods (a dead holder is released at once), its backend, and
+// deletion, a phase change), their pods (a dead holder is released at once) and heartbeat
+// Leases, its backend, and
 // the Renewer's and backends' news.
 func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
@@ -226,6 +235,7 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.free = newFreeWatches(r.wake)
 	r.written = newOwnWrites()
 	r.lowRounds = map[types.NamespacedName]*lowRound{}
+	r.heartbeats = heartbeat.NewTracker()
 	r.Keys.OnRelease(r.wake)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
@@ -233,6 +243,7 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
 		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).

@@ -49,9 +49,13 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 	return c.Name == rec.Claim
 }
 
-// podVerdict is the liveness of c's holder pod; Alive for a detached claim.
+// podVerdict is the liveness of c's holder pod, or of its heartbeat Lease; Alive for a detached
+// claim without one.
 func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 	h := c.Spec.Holder
+	if h != nil && h.LeaseName != "" {
+		return s.heartbeatVerdict(c)
+	}
 	if h == nil || h.PodName == "" {
 		return podliveness.Verdict{Alive: true}
 	}

@@ -62,6 +62,9 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 				return nil, err
 			}
 		}
+		if err := r.loadHeartbeat(ctx, s, c); err != nil {
+			return nil, err
+		}
 	}
 	s.claims = fifo(s.claims)
 	if lock == nil {

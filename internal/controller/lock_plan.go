@@ -124,6 +124,9 @@ type waiterVerdict struct {
 	end *ending
 	// podMissing: its pod does not exist yet, so it cannot be granted now (it keeps its place).
 	podMissing bool
+	// heartbeatMissing, when set, says why its heartbeat Lease cannot be judged yet (absent):
+	// it keeps its place and is not granted (lock_heartbeats.go).
+	heartbeatMissing string
 }
 
 // judgeWaiter decides whether a waiting claim goes on waiting: not when its lock is going or its

@@ -64,6 +64,8 @@ type queued struct {
 	claim *locksv1alpha1.LockClaim
 	// podMissing: its pod does not exist yet.
 	podMissing bool
+	// heartbeatMissing, when set, says why its heartbeat Lease is not there yet.
+	heartbeatMissing string
 	// tried: it was the head and the pass tried the backend for it (its status says how that went).
 	tried bool
 }
@@ -85,17 +87,19 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		}
 		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
 			podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
+		v = s.judgeHeartbeat(c, v)
 		if v.end != nil {
 			r.endClaim(s, c, v.end)
 			continue
 		}
-		if !v.podMissing && r.joinHold(s, c) {
+		if !v.podMissing && v.heartbeatMissing == "" && r.joinHold(s, c) {
 			continue
 		}
-		queue = append(queue, &queued{claim: c, podMissing: v.podMissing})
+		queue = append(queue, &queued{claim: c, podMissing: v.podMissing, heartbeatMissing: v.heartbeatMissing})
 	}
 	delayed := s.lockDelayed()
-	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken && !queue[0].podMissing && !delayed {
+	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken &&
+		!queue[0].podMissing && queue[0].heartbeatMissing == "" && !delayed {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
@@ -270,6 +274,8 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, del
 		case q.podMissing:
 			markWaiting(c, position, false, locksv1alpha1.ReasonPodNotFound,
 				fmt.Sprintf("Pod %s does not exist in namespace %s; the claim waits for it", c.Spec.Holder.PodName, c.Namespace))
+		case q.heartbeatMissing != "":
+			markWaiting(c, position, false, locksv1alpha1.ReasonHeartbeatNotFound, q.heartbeatMissing)
 		case q.tried:
 			// tryHead said how it went.
 		case delayed && position == 1 && s.lock.Status.Holder == nil:

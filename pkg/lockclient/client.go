@@ -30,10 +30,12 @@ limitations under the License.
 //
 // A claim made for a pod is owned by the pod (garbage collected with it) and has a name derived
 // from the pod's UID and the lock, so a restarted process of the same pod finds its claim again
-// instead of queueing twice. A detached claim holds the lock until it is deleted.
+// instead of queueing twice. A detached claim holds the lock until it is deleted, or, with a
+// Request.Heartbeat, until its process stops renewing the claim's heartbeat Lease.
 //
 // The RBAC a caller needs: create, get, list, watch and delete on lockclaims; get on
-// distributedlocks; get on pods (for claims made for a pod).
+// distributedlocks; get on pods (for claims made for a pod); create, get, update and delete on
+// coordination.k8s.io leases (for detached claims with a Request.Heartbeat).
 package lockclient
 
 import (
@@ -46,6 +48,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,13 +76,16 @@ type Client struct {
 }
 
 // NewScheme returns a scheme with the kinds lockclient reads and writes: LockClaim,
-// DistributedLock and Pod.
+// DistributedLock, Pod and Lease (heartbeats).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := locksv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := coordinationv1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -99,7 +105,7 @@ func New(cfg *rest.Config) (*Client, error) {
 }
 
 // NewFromClient returns a Client that uses c, whose scheme must know LockClaim, DistributedLock
-// and Pod. c must read from the API server, not from a cache.
+// and Pod (and coordination.k8s.io Lease, for heartbeats). c must read from the API server, not from a cache.
 func NewFromClient(c client.WithWatch) *Client { return &Client{kube: c} }
 
 // Pod names the pod a claim is made for.
@@ -122,6 +128,13 @@ type Request struct {
 	// spec.waitTimeoutSeconds, rounded up, so that the lock is never granted to a claim whose
 	// caller has given up.
 	Timeout time.Duration
+	// Heartbeat, for a detached claim, is the duration (rounded up to seconds) of a heartbeat
+	// Lease that the client creates, renews every third of it while the claim waits and holds,
+	// and deletes on release: if this process dies without releasing, the controller releases
+	// the claim once the Lease has gone that long without renewal. 0 (the default): no
+	// heartbeat, the claim holds the lock until it is deleted. Not for a claim made for a pod,
+	// whose liveness is the pod's. Only Acquire, TryAcquire and WithLock keep a heartbeat.
+	Heartbeat time.Duration
 }
 
 // Result describes a granted claim.
@@ -191,7 +204,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Hold, error) {
 		waitCtx, cancel = context.WithDeadline(ctx, start.Add(req.Timeout))
 		defer cancel()
 	}
-	claim, reattached, err := c.Claim(waitCtx, req)
+	claim, reattached, hb, err := c.claim(waitCtx, req)
 	if err != nil {
 		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
 	}
@@ -208,11 +221,14 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Hold, error) {
 		defer cancel()
 		// Best effort: a claim left waiting must not be granted to a caller that has given up.
 		_ = c.kube.Delete(cleanup, claim, client.Preconditions{UID: &claim.UID})
+		_ = hb.stop(cleanup)
 		return nil, err
 	}
 	res.Waited = time.Since(start)
 	res.Reattached = reattached
-	return newHold(ctx, c, res), nil
+	hold := newHold(ctx, c, res)
+	hold.heartbeat = hb
+	return hold, nil
 }
 
 // timedOut reports err as ErrTimedOut when waitCtx's deadline (and not the caller's) ended it.
@@ -244,14 +260,40 @@ func (c *Client) queuePosition(ctx context.Context, ns, name string) (lock strin
 
 // Claim creates the claim that req asks for and returns it. For a pod it first looks for the
 // claim the pod already has for the lock (reattached is then true); one that has ended is
-// replaced by a new one. It does not wait for the lock.
+// replaced by a new one. It does not wait for the lock, and keeps no heartbeat (a Request with
+// Heartbeat is refused: use Acquire or TryAcquire).
 func (c *Client) Claim(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, err error) {
-	if req.Namespace == "" || req.Lock == "" {
-		return nil, false, errors.New("lockclient: Request needs a Namespace and a Lock")
+	if req.Heartbeat > 0 {
+		return nil, false, errors.New("lockclient: Claim keeps no heartbeat (Request.Heartbeat); use Acquire or TryAcquire")
+	}
+	claim, reattached, _, err = c.claim(ctx, req)
+	return claim, reattached, err
+}
+
+// claim is Claim, which for a detached claim with a heartbeat also creates the heartbeat Lease
+// and starts renewing it; the caller stops it.
+func (c *Client) claim(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, hb *heartbeat, err error) {
+	switch {
+	case req.Namespace == "" || req.Lock == "":
+		return nil, false, nil, errors.New("lockclient: Request needs a Namespace and a Lock")
+	case req.Heartbeat < 0:
+		return nil, false, nil, errors.New("lockclient: Request.Heartbeat must not be negative")
+	case req.Heartbeat > 0 && req.Pod != nil:
+		return nil, false, nil, errors.New("lockclient: Request.Heartbeat is for detached claims; a pod's liveness is its heartbeat")
 	}
 	if err := c.lockExists(ctx, req.Namespace, req.Lock); err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
+	if req.Heartbeat > 0 {
+		claim, hb, err := c.claimWithHeartbeat(ctx, req)
+		return claim, false, hb, err
+	}
+	claim, reattached, err = c.claimPlain(ctx, req)
+	return claim, reattached, nil, err
+}
+
+// claimPlain is claim without a heartbeat.
+func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, err error) {
 	if req.Pod == nil {
 		claim = newClaim(req)
 		claim.GenerateName = req.Lock + "-"

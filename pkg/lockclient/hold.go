@@ -58,6 +58,9 @@ type Hold struct {
 
 	release    sync.Once
 	releaseErr error
+
+	// heartbeat renews the claim's heartbeat Lease; nil without one.
+	heartbeat *heartbeat
 }
 
 func newHold(ctx context.Context, c *Client, res *Result) *Hold {
@@ -91,7 +94,8 @@ func (h *Hold) Err() error {
 }
 
 // Release ends the hold: it cancels the hold's context (cause ErrReleased, unless the lock was
-// lost before), deletes the claim and waits, within ctx, until the controller has let it go. A
+// lost before), deletes the claim and waits, within ctx, until the controller has let it go, then
+// deletes the claim's heartbeat Lease, if it has one. A
 // claim that is already gone counts as released. Calling Release again returns the first
 // call's result.
 func (h *Hold) Release(ctx context.Context) error {
@@ -100,7 +104,7 @@ func (h *Hold) Release(ctx context.Context) error {
 		h.cancel(ErrReleased)
 		<-h.stopped
 		claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: h.Claim, UID: h.uid}}
-		h.releaseErr = h.c.deleteAndWait(ctx, claim)
+		h.releaseErr = errors.Join(h.c.deleteAndWait(ctx, claim), h.heartbeat.stop(ctx))
 	})
 	return h.releaseErr
 }

@@ -59,7 +59,7 @@ func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
-	claim, reattached, err := c.Claim(waitCtx, req)
+	claim, reattached, hb, err := c.claim(waitCtx, req)
 	if err != nil {
 		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
 	}
@@ -67,7 +67,9 @@ func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
 	if err == nil {
 		res.Waited = time.Since(start)
 		res.Reattached = reattached
-		return newHold(ctx, c, res), nil
+		hold := newHold(ctx, c, res)
+		hold.heartbeat = hb
+		return hold, nil
 	}
 	if waitCtx.Err() != nil && ctx.Err() == nil {
 		err = &Error{Kind: ErrTimedOut, Namespace: req.Namespace, Lock: req.Lock, Claim: claim.Name, Err: context.DeadlineExceeded,
@@ -79,6 +81,7 @@ func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
 		defer cancel()
 		// Best effort: the caller learns about the lock either way.
 		_ = c.deleteAndWait(cleanup, claim)
+		_ = hb.stop(cleanup)
 	}
 	return nil, err
 }

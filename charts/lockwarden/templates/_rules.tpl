@@ -24,6 +24,13 @@
   verbs:
   - create
 - apiGroups:
+  - coordination.k8s.io
+  resources:
+  - leases
+  verbs:
+  - list
+  - watch
+- apiGroups:
   - events.k8s.io
   resources:
   - events
