@@ -19,6 +19,7 @@ package reliability
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +261,141 @@ func TestWriteBetweenMarkers(t *testing.T) {
 	}
 	if WriteBetweenMarkers(p, "x") == nil {
 		t.Fatal("no error without markers")
+	}
+}
+
+// delayGrants: on lock l, a is released (claim deleted) and b granted at once; b's pod dies and
+// c is granted 3 s later; c is Lost and d granted 3.5 s later; d's pod succeeded and e is
+// granted at once. Times are the controller's (acquireTime, releaseTime).
+func delayGrants() []Grant {
+	return []Grant{
+		{Lock: "ns/l", Claim: "a", Token: 1, AcquireTime: at(0), End: EndRelease},
+		{Lock: "ns/l", Claim: "b", Token: 2, AcquireTime: at(100), ReleaseTime: at(1000), Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod b no longer exists"},
+		{Lock: "ns/l", Claim: "c", Token: 3, AcquireTime: at(4000), ReleaseTime: at(6000), Phase: "Lost", Reason: "RenewFailed", Lost: true},
+		{Lock: "ns/l", Claim: "d", Token: 4, AcquireTime: at(9500), ReleaseTime: at(11000), Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod d succeeded"},
+		{Lock: "ns/l", Claim: "e", Token: 5, AcquireTime: at(11000)},
+		// Another lock: its silent death is followed by a grant on its own clock of events.
+		{Lock: "ns/m", Claim: "f", Token: 1, AcquireTime: at(0), ReleaseTime: at(500), Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod f failed"},
+		{Lock: "ns/m", Claim: "g", Token: 2, AcquireTime: at(3500)},
+		{Lock: "ns/m", Claim: "h", Created: at(100), Pending: true},
+	}
+}
+
+func TestEndedWithoutRelease(t *testing.T) {
+	for _, c := range []struct {
+		g    Grant
+		want bool
+	}{
+		{Grant{Lost: true, Phase: "Lost", Reason: "RenewFailed"}, true},
+		{Grant{Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod x failed"}, true},
+		{Grant{Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod x no longer exists"}, true},
+		{Grant{Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod x was replaced (UID 2, held for 1)"}, true},
+		{Grant{Phase: "Released", Reason: "HolderTerminated", Message: "Released: pod x succeeded"}, false},
+		{Grant{Phase: "Released", Reason: "ClaimDeleted"}, false},
+		{Grant{End: EndRelease}, false}, // deleted while held: no status written
+		{Grant{Phase: "Failed", Reason: "LockNotFound"}, false},
+	} {
+		if got := EndedWithoutRelease(c.g); got != c.want {
+			t.Errorf("%s/%s %q lost %v: got %v, want %v", c.g.Phase, c.g.Reason, c.g.Message, c.g.Lost, got, c.want)
+		}
+	}
+}
+
+func TestCheckLockDelay(t *testing.T) {
+	const delay = 3 * time.Second
+	good := CheckLockDelay(delayGrants(), delay)
+	if len(good.Violations) != 0 || good.Checked != 3 {
+		t.Fatalf("good grants: checked %d (want 3: after b, c and f), violations %v", good.Checked, good.Violations)
+	}
+	// Without a delay the same history passes whatever the gaps.
+	if v := CheckLockDelay(delayGrants(), 0); len(v.Violations) != 0 {
+		t.Fatalf("no delay: %v", v.Violations)
+	}
+
+	afterDeath := delayGrants()
+	afterDeath[2].AcquireTime = at(3999) // 2.999 s after b's pod was found gone
+	afterLoss := delayGrants()
+	afterLoss[3].AcquireTime = at(6000) // in the very pass that found c Lost
+	otherLock := delayGrants()
+	otherLock[6].AcquireTime = at(1000)
+	for name, c := range map[string]struct {
+		grants []Grant
+		want   string
+	}{
+		"grant 2.999 s after a pod died":                  {afterDeath, "lock ns/l: c (token 3) granted at"},
+		"grant in the pass of a loss":                     {afterLoss, "0s after c (token 3) ended without a release"},
+		"grant soon after a silent death on another lock": {otherLock, "lock ns/m: g (token 2)"},
+	} {
+		v := CheckLockDelay(c.grants, delay)
+		if len(v.Violations) != 1 || !strings.Contains(v.Violations[0], c.want) {
+			t.Errorf("%s: got %v, want one violation containing %q", name, v.Violations, c.want)
+			continue
+		}
+		t.Logf("%s: %s", name, v.Violations[0])
+	}
+	// A history with no end that asks for a delay proves nothing: Checked says so.
+	released := []Grant{
+		{Lock: "ns/l", Claim: "a", Token: 1, AcquireTime: at(0), End: EndRelease},
+		{Lock: "ns/l", Claim: "b", Token: 2, AcquireTime: at(10)},
+	}
+	if v := CheckLockDelay(released, delay); v.Checked != 0 || len(v.Violations) != 0 {
+		t.Fatalf("releases only: checked %d, violations %v", v.Checked, v.Violations)
+	}
+}
+
+// evictGrants: c was Lost and its pod evicted (condition) 1 s later; x was Lost and its pod seen
+// deleting 2 s later (the condition write did not land); the others were not lost.
+func evictGrants() []Grant {
+	gs := goodGrants()
+	gs[2].Evicted = at(1400)
+	return append(gs, Grant{Lock: "ns/m", Claim: "x", Acquired: at(20), Token: 6, Released: at(500), Lost: true, Phase: "Lost", PodGone: at(2500)})
+}
+
+func TestCheckEvicted(t *testing.T) {
+	if v := CheckEvicted(evictGrants(), 15*time.Second); len(v) != 0 {
+		t.Fatalf("good grants: %v", v)
+	}
+	never := evictGrants()
+	never[2].Evicted = time.Time{}
+	late := evictGrants()
+	late[4].PodGone = at(500 + 15001)
+	notLost := evictGrants()
+	notLost[1].Evicted = at(300)
+	for name, c := range map[string]struct {
+		grants []Grant
+		want   string
+	}{
+		"a lost holder never evicted":     {never, "claim c (token 12) was seen Lost at"},
+		"a lost holder evicted too late":  {late, "evicted only 15.001s later (bound 15s)"},
+		"a holder evicted without a loss": {notLost, "claim b was not lost"},
+	} {
+		v := CheckEvicted(c.grants, 15*time.Second)
+		if len(v) != 1 || !strings.Contains(v[0], c.want) {
+			t.Errorf("%s: got %v, want one violation containing %q", name, v, c.want)
+			continue
+		}
+		t.Logf("%s: %s", name, v[0])
+	}
+}
+
+func TestResultRequiresTheDelayAndAnEvictionExercised(t *testing.T) {
+	base := Result{Valid: true, Linearizable: "Ok", LockDelayRequired: true, EvictionRequired: true, DelayedGrants: 2, Lost: 1}
+	if !base.Passed() {
+		t.Fatalf("a run that exercised both did not pass: %v", base.Unmet())
+	}
+	noDelay, noLoss := base, base
+	noDelay.DelayedGrants = 0
+	noLoss.Lost = 0
+	for name, r := range map[string]Result{"no delayed grant": noDelay, "no loss": noLoss} {
+		if r.Passed() {
+			t.Errorf("%s: passed", name)
+		} else {
+			t.Logf("%s: %v", name, r.Unmet())
+		}
+	}
+	failed := base
+	failed.Violations = []Finding{{Checker: "lock-delay", Detail: "x"}, {Checker: "evicted", Detail: "y"}}
+	if failed.Passed() || !slices.Equal(failed.Caught(), []string{"evicted", "lock-delay"}) {
+		t.Fatalf("findings of the new checkers: passed %v, caught %v", failed.Passed(), failed.Caught())
 	}
 }

@@ -40,6 +40,9 @@ const (
 	// EndSilentDeath: the claimant stopped without a word; later its pod was marked Failed, as
 	// a kubelet would after the container died.
 	EndSilentDeath EndKind = "silent-death"
+	// EndSucceeded: the claimant finished its work and exited 0; its pod was marked Succeeded.
+	// Nothing of the holder is left, so the lock is free at once, lock delay or not.
+	EndSucceeded EndKind = "succeeded"
 	// EndHang: the claimant stopped (as after SIGSTOP) for one to two TTLs with its pod alive,
 	// then went on (SIGCONT): one more write with its token, then it deleted its claim. A pod
 	// that lives keeps its lock, so the hold must outlast the hang unless a fault took it.
@@ -72,6 +75,15 @@ type Grant struct {
 	// Phase and Reason are the claim's phase and Acquired reason when it was first seen final
 	// (empty when it was deleted while held).
 	Phase, Reason, Message string
+	// AcquireTime is the claim's status.acquireTime when it was first seen Held, and
+	// ReleaseTime its status.releaseTime when it was first seen final: the times of the passes
+	// that granted and ended the hold, on the controller's clock (zero when not written, e.g. a
+	// claim deleted while held, which the controller releases without writing its status).
+	AcquireTime, ReleaseTime time.Time
+	// Evicted is when the watch first showed the claim's Evicted condition True (lossPolicy
+	// Evict), and PodGone when the harness first saw the claim's pod deleting or gone after the
+	// claim was Lost (recorded in scenarios with lossPolicy Evict only).
+	Evicted, PodGone time.Time
 	// Pending says the claim was still waiting at the end of the run.
 	Pending bool
 	// HeldThroughHang says, for End == EndHang, that the claim was still Held when the hang

@@ -196,6 +196,13 @@ type scenario struct {
 	// the drain, so that a late write about them lands on an object that still exists.
 	ends      []EndKind
 	keepEnded bool
+	// lockDelay is the locks' lockDelaySeconds (whole seconds), and lossPolicy their
+	// lossPolicy (empty: the default, Notify). A delay turns on the lock-delay checker and
+	// requires that some grant followed a hold that ended without a release; Evict turns on the
+	// evicted checker, requires a lost hold, and makes claimants that lost theirs wait for their
+	// eviction.
+	lockDelay  time.Duration
+	lossPolicy locksv1alpha1.LossPolicy
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
@@ -228,6 +235,7 @@ func smokeScenarios() []scenario {
 		{name: "leader-pause", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderPause}, workload: 30 * time.Second},
 		deposedLeader("kubernetes"),
 		outsideHolder(),
+		lossEvict(),
 		// Two deliberate bugs that the harness must catch (make test-reliability-mutants runs all).
 		mutantScenario(mutant.TokenLower),
 		mutantScenario(mutant.GrantUnacquired),
@@ -240,6 +248,22 @@ func deposedLeader(backend string) scenario {
 	return scenario{name: "deposed-leader", backend: backend, replicas: 2, kinds: []faultKind{faultLeaderDeposed},
 		ends: []EndKind{EndPodDelete, EndSilentDeath}, keepEnded: true, workload: 30 * time.Second}
 }
+
+// lossEvict is a run with lossPolicy Evict and a lock delay of 3 s (with the 5 s lease): Redis
+// is cut off from the manager while two slow holders write (as in stale-writer), so that their
+// holds end Lost while their pods live; each must be evicted, and no lock may be granted within
+// the delay after a loss, a pod's death or deletion. Holds also end with a pod that Succeeded,
+// which frees the lock at once.
+func lossEvict() scenario {
+	return scenario{name: "loss-evict", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisBlackhole}, staleWriter: true,
+		lockDelay: 3 * time.Second, lossPolicy: locksv1alpha1.LossPolicyEvict,
+		ends: []EndKind{EndRelease, EndPodDelete, EndSilentDeath, EndSucceeded, EndHang}, workload: 20 * time.Second}
+}
+
+// evictionBound is how long after a hold was seen Lost its pod must be seen evicted: the
+// eviction reconciler acts on the claim's Lost status at once; the bound leaves room for a retry
+// after a failed call (a conflict on the claim's status, the API server slow).
+const evictionBound = 15 * time.Second
 
 // outsideHolder is a run with a client outside lockwarden holding a key (Redis).
 func outsideHolder() scenario {
@@ -272,6 +296,9 @@ func mutantScenario(m mutant.Name) scenario {
 		s = scenario{name: "redis-flush", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisFlush}, staleWriter: true, workload: 20 * time.Second, expect: "phantom"}
 	case mutant.NoStallGuard:
 		s, s.expect = deposedLeader("kubernetes"), "deposed-leader"
+	case mutant.IgnoreLockDelay:
+		// Every pod deleted or dead, and every loss, is followed by a waiter granted at once.
+		s, s.expect = lossEvict(), "lock-delay"
 	default:
 		panic("no scenario for mutant " + string(m))
 	}
@@ -334,7 +361,7 @@ func fullScenarios() []scenario {
 			out = append(out, deposedLeader(backend))
 		}
 		if backend == "redis" {
-			out = append(out, outsideHolder())
+			out = append(out, outsideHolder(), lossEvict())
 		}
 		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
@@ -626,6 +653,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	lockSpec := func(name string) *locksv1alpha1.DistributedLock {
 		return &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
 			Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: int32(ttl / time.Second),
+				LockDelaySeconds: int32(s.lockDelay / time.Second), LossPolicy: s.lossPolicy,
 				BackendRef: locksv1alpha1.BackendReference{Name: backendRef}}}
 	}
 	var etcdWatch *clientv3.Client
@@ -688,7 +716,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 			cl := &claimant{c: e.c, rec: rec, ns: ns.Name, lock: lock, id: i, res: res[ns.Name+"/"+lock],
 				rng: rand.New(rand.NewPCG(seed, uint64(l*100+i))), ttl: ttl, writes: 5,
 				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies,
-				ends: s.ends, keepEnded: s.keepEnded}
+				ends: s.ends, keepEnded: s.keepEnded, awaitEviction: s.lossPolicy == locksv1alpha1.LossPolicyEvict}
 			if s.staleWriter && i == 0 {
 				cl.pinned = make(chan struct{})
 				slowHolders = append(slowHolders, cl.pinned)
@@ -796,7 +824,8 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 
 	// Checks.
 	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
-		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned}
+		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned,
+		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict}
 	if r.Faults == "" {
 		r.Faults = "none"
 	}
@@ -850,6 +879,19 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r.Violations = append(r.Violations, findings("backend-view", view.Violations)...)
 	r.ViewAllowed, r.ViewLongest = view.Allowed, view.Longest
 	r.Violations = append(r.Violations, findings("deposed-leader", faults.deposed)...)
+	if s.lockDelay > 0 {
+		delay := CheckLockDelay(grants, s.lockDelay)
+		r.Violations = append(r.Violations, findings("lock-delay", delay.Violations)...)
+		r.DelayedGrants = delay.Checked
+	}
+	if s.lossPolicy == locksv1alpha1.LossPolicyEvict {
+		r.Violations = append(r.Violations, findings("evicted", CheckEvicted(grants, evictionBound))...)
+		for _, g := range grants {
+			if g.Lost && !earliest(g.Evicted, g.PodGone).IsZero() {
+				r.Evictions++
+			}
+		}
+	}
 	if outside != nil {
 		r.Violations = append(r.Violations, findings("outside-holder", outside.problems())...)
 	}
@@ -885,6 +927,10 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	errMu.Unlock()
 	for _, l := range faults.log {
 		t.Logf("fault: %s", l)
+	}
+	if s.lockDelay > 0 || s.lossPolicy != "" {
+		t.Logf("grants after a hold that ended without a release %d (lock delay %s), lost holds whose pod was evicted %d of %d",
+			r.DelayedGrants, s.lockDelay, r.Evictions, r.Liveness.Lost)
 	}
 	t.Logf("writes %d, rejected by fencing %d, stale in the window %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d, backend states %d, mismatches within grace %d (longest %s)",
 		r.Writes, r.Rejected, r.Stale.InWindow, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples, r.ViewStates, r.ViewAllowed, r.ViewLongest)
@@ -1180,8 +1226,9 @@ func describeLoss(g Grant, samples []HeldSample) string {
 func describeGrants(grants []Grant) string {
 	var b strings.Builder
 	for _, g := range grants {
-		fmt.Fprintf(&b, "  %s %s token %d created %s acquired %s end %s@%s released %s lost %v pending %v\n",
-			g.Lock, g.Claim, g.Token, stamp(g.Created), stamp(g.Acquired), g.End, stamp(g.EndAt), stamp(g.Released), g.Lost, g.Pending)
+		fmt.Fprintf(&b, "  %s %s token %d created %s acquired %s end %s@%s released %s lost %v pending %v (controller: acquireTime %s releaseTime %s %s/%s)\n",
+			g.Lock, g.Claim, g.Token, stamp(g.Created), stamp(g.Acquired), g.End, stamp(g.EndAt), stamp(g.Released), g.Lost, g.Pending,
+			stamp(g.AcquireTime), stamp(g.ReleaseTime), g.Phase, g.Reason)
 	}
 	return b.String()
 }

@@ -29,7 +29,8 @@ import (
 // Finding is one violation, named by the checker that found it.
 type Finding struct {
 	// Checker names the check: register, tokens, token-floor, exclusion, api-snapshot,
-	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder, history.
+	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder,
+	// lock-delay, evicted, history.
 	Checker string
 	Detail  string
 }
@@ -74,10 +75,19 @@ type Result struct {
 	FencingRequired bool
 	// NoLossRequired: no hold may end Lost (a leader failover with default settings).
 	NoLossRequired bool
-	Linearizable   string // porcupine's verdict
-	Liveness       Liveness
-	Valid          bool // enough operations happened before the first fault
-	Duration       time.Duration
+	// LockDelayRequired: the locks have a lockDelaySeconds, so some grant must have followed a
+	// hold that ended without a release (else the run proved nothing about the delay);
+	// DelayedGrants counts those grants.
+	LockDelayRequired bool
+	DelayedGrants     int
+	// EvictionRequired: the locks have lossPolicy Evict, so some hold must have been Lost (else
+	// no eviction was exercised); Evictions counts the lost holds whose pod was evicted.
+	EvictionRequired bool
+	Evictions        int
+	Linearizable     string // porcupine's verdict
+	Liveness         Liveness
+	Valid            bool // enough operations happened before the first fault
+	Duration         time.Duration
 }
 
 // Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
@@ -125,6 +135,12 @@ func (r Result) Unmet() []string {
 	}
 	if r.NoLossRequired && r.Lost > 0 {
 		out = append(out, fmt.Sprintf("%d held lock(s) lost, none allowed", r.Lost))
+	}
+	if r.LockDelayRequired && r.DelayedGrants == 0 {
+		out = append(out, "the lock delay was never exercised: no grant followed a hold that ended without a release")
+	}
+	if r.EvictionRequired && r.Lost == 0 {
+		out = append(out, "eviction was never exercised: no hold was lost under lossPolicy Evict")
 	}
 	return out
 }

@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,6 +126,9 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 		return
 	}
 	g := &rec.g
+	if g.Evicted.IsZero() && meta.IsStatusConditionTrue(cl.Status.Conditions, locksv1alpha1.ConditionEvicted) {
+		g.Evicted = now
+	}
 	// A claim being deleted is released by its deletion (DESIGN.md §3, Release): the controller
 	// hands the lock on without writing its status again, and takes its finalizer off after.
 	gone := t == watch.Deleted || cl.DeletionTimestamp != nil
@@ -141,6 +145,9 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 	}
 	if held && g.Acquired.IsZero() {
 		g.Acquired, g.Token, g.Identity = now, cl.Status.FencingToken, cl.Status.HolderIdentity
+		if t := cl.Status.AcquireTime; t != nil {
+			g.AcquireTime = t.Time
+		}
 		close(rec.acquired)
 		return
 	}
@@ -153,6 +160,9 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && !gone
 		if !gone {
 			g.Phase = string(cl.Status.Phase)
+			if t := cl.Status.ReleaseTime; t != nil {
+				g.ReleaseTime = t.Time
+			}
 			for _, c := range cl.Status.Conditions {
 				if c.Type == locksv1alpha1.ConditionAcquired {
 					g.Reason, g.Message = c.Reason, c.Message
@@ -210,6 +220,10 @@ type claimant struct {
 	ends []EndKind
 	// keepEnded leaves ended claims and their pods in place until the drain.
 	keepEnded bool
+	// awaitEviction (lossPolicy Evict) makes a claimant whose hold was Lost leave its pod to the
+	// controller: it ends nothing itself, waits (until the drain) for its pod to be deleting or
+	// gone, as a process is stopped by its eviction, and records when it saw that.
+	awaitEviction bool
 	// giveUpAfter, when set, makes the claimant's first claim give up after waiting this long:
 	// it deletes the claim while it is still Pending (as lockctl acquire --timeout does).
 	giveUpAfter time.Duration
@@ -317,6 +331,20 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		}
 	}
 	cl.zombie(rec, name, token, write)
+	// evictedInstead: under lossPolicy Evict, a holder that lost its lock is stopped by its
+	// eviction, not by anything it does itself (which would hide a missing eviction). Checked
+	// wherever the claimant would act next.
+	evictedInstead := func() bool {
+		if !cl.awaitEviction || !cl.rec.lost(name) {
+			return false
+		}
+		cl.waitEvicted(ctx, name, pod)
+		cl.cleanup(ctx, claim, pod)
+		return true
+	}
+	if evictedInstead() {
+		return
+	}
 
 	ends := cl.ends
 	if len(ends) == 0 {
@@ -342,23 +370,46 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		default:
 		}
 		write()
+		if evictedInstead() {
+			return
+		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt, g.HeldThroughHang = end, time.Now(), held })
 		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
 			cl.errs("deleting claim %s: %v", name, err)
 		}
 	case EndRelease:
+		if evictedInstead() {
+			return
+		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
 		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
 			cl.errs("deleting claim %s: %v", name, err)
 		}
 	case EndPodDelete:
+		if evictedInstead() {
+			return
+		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
 		if err := cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 			cl.errs("deleting pod %s: %v", name, err)
 		}
+	case EndSucceeded:
+		if evictedInstead() {
+			return
+		}
+		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
+		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
+			pod.Status.Phase = corev1.PodSucceeded
+			if err := cl.c.Status().Update(ctx, pod); err != nil {
+				cl.errs("marking pod %s Succeeded: %v", name, err)
+			}
+		}
 	case EndSilentDeath:
 		// The process died without a word; the kubelet notices later and marks the pod Failed.
 		time.Sleep(cl.silentDeathDetection)
+		if evictedInstead() {
+			return
+		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
 		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
 			pod.Status.Phase = corev1.PodFailed
@@ -373,6 +424,9 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	}
 	if cl.keepEnded {
 		return // the run's teardown deletes it
+	}
+	if evictedInstead() {
+		return
 	}
 	cl.cleanup(ctx, claim, pod)
 }
@@ -406,6 +460,35 @@ func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()
 		}
 	}
 	write()
+}
+
+// waitEvicted waits, until the drain, for the pod of a claim that was Lost to be deleting or
+// gone, and records when it first saw that. The pod is polled: the bound it is checked against
+// (evictionBound) is far above the period.
+func (cl *claimant) waitEvicted(ctx context.Context, name string, pod *corev1.Pod) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var cur corev1.Pod
+		err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), &cur)
+		if apierrors.IsNotFound(err) || (err == nil && (cur.UID != pod.UID || !cur.DeletionTimestamp.IsZero())) {
+			cl.rec.update(name, func(g *Grant) { g.PodGone = time.Now() })
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-cl.drain:
+			return
+		}
+	}
+}
+
+// lost says whether claim was seen ending Lost.
+func (r *recorder) lost(claim string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.grants[claim]
+	return ok && rec.g.Lost
 }
 
 // endedChan returns the channel closed when claim is first seen ended; nil for an unknown claim.
