@@ -21,6 +21,8 @@
 #   URL_BASE       where the files are downloaded from, for lock.yaml (default
 #                  https://github.com/lockwarden/lockwarden/releases/download/vVERSION)
 #   KUBECTL, HELM  the tools (default: those hack/k8s-binaries.sh builds into the cache)
+#   KREW_PLATFORMS for tests: the krew platforms to build (hack/krew/release.sh); make release
+#                  clears it, so that a release has the archives of every platform
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

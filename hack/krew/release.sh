@@ -15,6 +15,11 @@
 #             https://github.com/lockwarden/lockwarden/releases/download/v0.3.0
 #   OUT       the directory to write, replaced if it exists; relative to the repository root
 #             (default bin/krew)
+# Environment:
+#   KREW_PLATFORMS  builds only these platforms of hack/krew/lock.yaml (space-separated os/arch,
+#                   e.g. linux/amd64), and the manifest then lists only those. For tests
+#                   (test/release builds the host's alone: each platform is a full link of
+#                   lockctl); make release clears it, so a release always has every platform.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -24,10 +29,31 @@ if [[ $# -lt 2 || $# -gt 3 || ! $1 =~ ^v[0-9]+\.[0-9]+\.[0-9]+ || -z $2 ]]; then
 fi
 version=$1 url_base=${2%/}
 out=${3:-bin/krew}
-platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
+# The platforms are the template's, so that a release builds every platform the manifest offers.
+mapfile -t offered < <(awk '$1 == "os:" { os = $2 } $1 == "arch:" { print os "/" $2 }' hack/krew/lock.yaml)
+platforms=("${offered[@]}")
+if [[ -n ${KREW_PLATFORMS:-} ]]; then
+  read -r -a platforms <<<"$KREW_PLATFORMS"
+  for platform in "${platforms[@]}"; do
+    if [[ " ${offered[*]} " != *" $platform "* ]]; then
+      echo "krew: KREW_PLATFORMS: $platform is not a platform of hack/krew/lock.yaml (${offered[*]})" >&2
+      exit 2
+    fi
+  done
+  echo "krew: building only ${platforms[*]} (KREW_PLATFORMS); the manifest lists only those" >&2
+fi
 
 rm -rf "$out" && mkdir -p "$out"
-manifest=$(sed '/^#/d' hack/krew/lock.yaml) # without the template's comment
+# The template without its comment, and without the entries of platforms not built: an entry is
+# a "  - selector:" item of spec.platforms and the more indented lines under it.
+manifest=$(sed '/^#/d' hack/krew/lock.yaml | awk -v keep="${platforms[*]}" '
+  function flush() { if (entry != "" && want[os "/" arch]) printf "%s", entry; entry = "" }
+  BEGIN { n = split(keep, k, " "); for (i = 1; i <= n; i++) want[k[i]] = 1 }
+  /^  - selector:/ { flush(); os = arch = ""; entry = $0 "\n"; next }
+  entry != "" && /^ {0,3}[^ ]/ { flush() }
+  entry != "" { entry = entry $0 "\n"; if ($1 == "os:") os = $2; if ($1 == "arch:") arch = $2; next }
+  { print }
+  END { flush() }')
 manifest=${manifest//'${VERSION}'/$version}
 for platform in "${platforms[@]}"; do
   os=${platform%/*} arch=${platform#*/}

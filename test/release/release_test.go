@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -58,13 +59,20 @@ var crds = []string{
 }
 
 // TestRelease runs hack/release.sh once, with the defaults make release uses, and checks its files.
+// It builds the krew archive of one platform, the host's: each platform is a full link of lockctl,
+// the bulk of the script's time. make release builds every platform of hack/krew/lock.yaml (the
+// script takes the list from it, and fails on a placeholder left unfilled); cmd/lockctl's
+// TestKrewManifestTemplate checks which platforms that is, and make vet type-checks lockctl for
+// darwin.
 func TestRelease(t *testing.T) {
 	version := readVersion(t)
 	image := chartImageRepository(t) + ":" + version
 	urlBase := "https://github.com/lockwarden/lockwarden/releases/download/v" + version
 	dist := filepath.Join(t.TempDir(), "dist")
+	platform := hostKrewPlatform()
 	started := time.Now()
 	cmd := release(t, dist)
+	cmd.Env = append(cmd.Env, "KREW_PLATFORMS="+platform.String())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -160,25 +168,22 @@ func TestRelease(t *testing.T) {
 
 	t.Run("the krew manifest points at this release's archives", func(t *testing.T) {
 		g := NewWithT(t)
-		var plugin struct {
-			Spec struct {
-				Version   string `json:"version"`
-				Platforms []struct {
-					URI    string `json:"uri"`
-					SHA256 string `json:"sha256"`
-				} `json:"platforms"`
-			} `json:"spec"`
-		}
-		if err := yaml.Unmarshal(read(t, filepath.Join(dist, "lock.yaml")), &plugin); err != nil {
+		var plugin krewPlugin
+		if err := yaml.UnmarshalStrict(read(t, filepath.Join(dist, "lock.yaml")), &plugin); err != nil {
 			t.Fatal(err)
 		}
 		g.Expect(plugin.Spec.Version).To(Equal("v" + version))
-		g.Expect(plugin.Spec.Platforms).To(HaveLen(4))
-		for _, p := range plugin.Spec.Platforms {
-			name := strings.TrimPrefix(p.URI, urlBase+"/")
-			g.Expect(name).To(MatchRegexp(`^kubectl-lock_v`+strings.ReplaceAll(version, ".", `\.`)+`_(linux|darwin)_(amd64|arm64)\.tar\.gz$`), p.URI)
-			g.Expect(p.SHA256).To(Equal(sha256File(t, filepath.Join(dist, name))), name)
-		}
+		// Only the platform built (KREW_PLATFORMS): the others' entries are left out, not left
+		// with placeholders.
+		g.Expect(plugin.Spec.Platforms).To(HaveLen(1))
+		p := plugin.Spec.Platforms[0]
+		g.Expect(p.Selector.MatchLabels).To(Equal(map[string]string{"os": platform.OS, "arch": platform.Arch}))
+		name := "kubectl-lock_v" + version + "_" + platform.OS + "_" + platform.Arch + ".tar.gz"
+		g.Expect(p.URI).To(Equal(urlBase + "/" + name))
+		g.Expect(p.SHA256).To(Equal(sha256File(t, filepath.Join(dist, name))), name)
+		g.Expect(p.Files).To(Equal([]krewFile{{From: "kubectl-lock", To: "."}}))
+		g.Expect(p.Bin).To(Equal("kubectl-lock"))
+		g.Expect(fileInTarGz(t, filepath.Join(dist, name), "kubectl-lock")).NotTo(BeEmpty(), "the archive holds the binary krew installs")
 	})
 
 	t.Run("SHA256SUMS holds the sum of every other file", func(t *testing.T) {
@@ -271,14 +276,73 @@ func TestReleaseRefuses(t *testing.T) {
 	}
 }
 
+// hack/krew/release.sh builds only the platforms of hack/krew/lock.yaml: KREW_PLATFORMS naming
+// another fails before anything is built.
+func TestKrewPlatformsRefused(t *testing.T) {
+	g := NewWithT(t)
+	out := filepath.Join(t.TempDir(), "krew")
+	cmd := exec.Command(filepath.Join(root, "hack", "krew", "release.sh"), "v0.1.0", "https://example.com/v0.1.0", out)
+	cmd.Env = append(os.Environ(), "KREW_PLATFORMS=linux/amd64 windows/amd64")
+	msg, err := cmd.CombinedOutput()
+	g.Expect(err).To(HaveOccurred(), string(msg))
+	g.Expect(string(msg)).To(Equal("krew: KREW_PLATFORMS: windows/amd64 is not a platform of hack/krew/lock.yaml (linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)\n"))
+	g.Expect(out).NotTo(BeAnExistingFile())
+}
+
+// krewPlugin is the part of a krew manifest (hack/krew/lock.yaml) that the tests read; decoded
+// strictly, so every field of a platform's entry is here.
+type krewPlugin struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Version          string `json:"version"`
+		Homepage         string `json:"homepage"`
+		ShortDescription string `json:"shortDescription"`
+		Description      string `json:"description"`
+		Caveats          string `json:"caveats"`
+		Platforms        []struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			URI    string     `json:"uri"`
+			SHA256 string     `json:"sha256"`
+			Files  []krewFile `json:"files"`
+			Bin    string     `json:"bin"`
+		} `json:"platforms"`
+	} `json:"spec"`
+}
+
+type krewFile struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// krewPlatform is an os/arch of the krew manifest.
+type krewPlatform struct{ OS, Arch string }
+
+func (p krewPlatform) String() string { return p.OS + "/" + p.Arch }
+
+// hostKrewPlatform is the platform TestRelease builds: the host's, whose compiled packages the
+// rest of make test-unit has already cached, or linux/amd64 on a host krew is not offered for.
+func hostKrewPlatform() krewPlatform {
+	if (runtime.GOOS == "linux" || runtime.GOOS == "darwin") && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		return krewPlatform{OS: runtime.GOOS, Arch: runtime.GOARCH}
+	}
+	return krewPlatform{OS: "linux", Arch: "amd64"}
+}
+
 // release prepares hack/release.sh OUT with make release's defaults: VERSION, IMG_REPO and
-// URL_BASE from the caller's environment are dropped, and kubectl and helm are the cache's.
+// URL_BASE (and KREW_PLATFORMS) from the caller's environment are dropped, and kubectl and helm
+// are the cache's.
 func release(t *testing.T, out string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(root, "hack", "release.sh"), out)
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains([]string{"VERSION", "IMG_REPO", "URL_BASE", "KUBECTL", "HELM"}, name) {
+		if !slices.Contains([]string{"VERSION", "IMG_REPO", "URL_BASE", "KUBECTL", "HELM", "KREW_PLATFORMS"}, name) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

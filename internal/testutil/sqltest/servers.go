@@ -29,8 +29,8 @@ import (
 // StartPostgres starts a PostgreSQL server on a free loopback port, with Database owned by User,
 // and waits until it accepts queries. It is killed when the test ends.
 //
-// The cluster is made by initdb (superuser postgres, local connections trusted, TCP connections
-// by scram-sha-256 password) and served by postgres itself, not pg_ctl, so that the server's PID
+// The cluster is a copy of one made by initdb once per process (template.go; superuser postgres,
+// local connections trusted, TCP connections by scram-sha-256 password) and served by postgres itself, not pg_ctl, so that the server's PID
 // is the postmaster's: fsync is off (test data need not survive a power cut, only a crash of the
 // server), the unix socket lives in the server's directory.
 func StartPostgres(t testing.TB) *Server {
@@ -38,21 +38,29 @@ func StartPostgres(t testing.TB) *Server {
 	bin := binDir(t, "PG_BINDIR", []string{"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"},
 		PostgresInstallCommand, "initdb", "postgres")
 	cred := userCredential(t, "postgres", PostgresInstallCommand)
-	s := &Server{t: t, Driver: "postgres", Password: randomPassword(), adminPassword: randomPassword()}
-	s.Dir = tempDir(t, "sqltest-postgres-", cred)
-	data := filepath.Join(s.Dir, "data")
-	pwFile := filepath.Join(s.Dir, "pwfile")
-	if err := os.WriteFile(pwFile, []byte(s.adminPassword+"\n"), 0o600); err != nil {
+	tp, err := postgresTemplate.get("postgres", cred, func(dir string) (string, error) {
+		adminPassword := randomPassword()
+		pwFile := filepath.Join(dir, "pwfile")
+		if err := os.WriteFile(pwFile, []byte(adminPassword+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		defer os.Remove(pwFile)
+		if cred != nil {
+			if err := os.Chown(pwFile, int(cred.Uid), int(cred.Gid)); err != nil {
+				return "", err
+			}
+		}
+		return adminPassword, run(cred, filepath.Join(dir, "init.log"), filepath.Join(bin, "initdb"),
+			"-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwFile,
+			"-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+	})
+	if err != nil {
 		t.Fatalf("sqltest: %v", err)
 	}
-	if cred != nil {
-		if err := os.Chown(pwFile, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatalf("sqltest: %v", err)
-		}
-	}
-	if err := run(cred, filepath.Join(s.Dir, "init.log"), filepath.Join(bin, "initdb"),
-		"-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwFile,
-		"-E", "UTF8", "--locale=C.UTF-8", "--no-sync"); err != nil {
+	s := &Server{t: t, Driver: "postgres", Password: randomPassword(), adminPassword: tp.adminPassword}
+	s.Dir = tempDir(t, "sqltest-postgres-", cred)
+	data := filepath.Join(s.Dir, "data")
+	if err := tp.copyTo(s.Dir); err != nil {
 		t.Fatalf("sqltest: %v", err)
 	}
 	logFile := filepath.Join(s.Dir, "postgres.log")
@@ -90,7 +98,8 @@ func StartPostgres(t testing.TB) *Server {
 // StartMariaDB starts a MariaDB server on a free loopback port, with Database and User, and waits
 // until it accepts queries. It is killed when the test ends.
 //
-// The data directory is made by mariadb-install-db; root has no password and may connect over
+// The data directory is a copy of one made by mariadb-install-db once per process (template.go);
+// root has no password and may connect over
 // TCP. InnoDB writes its log at every commit and flushes it once a second, so committed rows
 // survive a kill of the server (not of the machine).
 func StartMariaDB(t testing.TB) *Server {
@@ -100,8 +109,8 @@ func StartMariaDB(t testing.TB) *Server {
 	s := &Server{t: t, Driver: "mysql", Password: randomPassword()}
 	s.Dir = tempDir(t, "sqltest-mariadb-", nil)
 	data := filepath.Join(s.Dir, "data")
-	// Each server gets a temporary directory of its own: with the shared /tmp, a bootstrap
-	// running next to other servers' once failed to remove its own temporary table ("Could not
+	// Each server (and the template's bootstrap) gets a temporary directory of its own: with the
+	// shared /tmp, a bootstrap running next to other servers' once failed to remove its own temporary table ("Could not
 	// remove temporary table '/tmp/#sql-temptable-…'") and left the system tables half made.
 	tmp := filepath.Join(s.Dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
@@ -109,9 +118,19 @@ func StartMariaDB(t testing.TB) *Server {
 	}
 	runAs := "--user=" + currentUser()
 	small := []string{"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--tmpdir=" + tmp}
-	if err := run(nil, filepath.Join(s.Dir, "init.log"), filepath.Join(installBin, "mariadb-install-db"),
-		append([]string{"--no-defaults", "--datadir=" + data, runAs, "--auth-root-authentication-method=normal",
-			"--skip-test-db"}, small...)...); err != nil {
+	tp, err := mariadbTemplate.get("mariadb", nil, func(dir string) (string, error) {
+		tmp := filepath.Join(dir, "tmp")
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			return "", err
+		}
+		return "", run(nil, filepath.Join(dir, "init.log"), filepath.Join(installBin, "mariadb-install-db"),
+			"--no-defaults", "--datadir="+filepath.Join(dir, "data"), runAs, "--auth-root-authentication-method=normal",
+			"--skip-test-db", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--tmpdir="+tmp)
+	})
+	if err != nil {
+		t.Fatalf("sqltest: %v", err)
+	}
+	if err := tp.copyTo(s.Dir); err != nil {
 		t.Fatalf("sqltest: %v", err)
 	}
 	return start(t, s, func(port int) proc.Spec {
