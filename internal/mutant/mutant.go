@@ -51,7 +51,12 @@ const (
 	// IgnoreLockDelay grants at once after a hold ended without a release, whatever the lock's
 	// lockDelaySeconds.
 	IgnoreLockDelay Name = "ignore-lock-delay"
+	// KeepCoveredGaps keeps every gap between a built-in-backend session's renewals in its
+	// history, also those a later, longer gap makes redundant: the history fills up with the
+	// regular renewals of a 30 s lease, and holds older than its oldest gap are judged lapsed
+	// (a real bug, now fixed: every hold at the default lease was Lost within three minutes).
+	KeepCoveredGaps Name = "keep-covered-gaps"
 )
 
 // All lists every mutant, in the order the harness runs them.
-var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay}
+var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps}

@@ -399,3 +399,24 @@ func TestResultRequiresTheDelayAndAnEvictionExercised(t *testing.T) {
 		t.Fatalf("findings of the new checkers: passed %v, caught %v", failed.Passed(), failed.Caught())
 	}
 }
+
+func TestLongestHoldAndItsRequirement(t *testing.T) {
+	grants := []Grant{
+		{Lock: "ns/l", Claim: "a", Acquired: at(0), Released: at(250_000)},
+		{Lock: "ns/l", Claim: "b", Acquired: at(0), Released: at(400_000), Lost: true}, // lost: not kept alive
+		{Lock: "ns/l", Claim: "c", Acquired: at(260_000)},                              // never released
+		{Lock: "ns/m", Claim: "d", Acquired: at(10_000), Released: at(30_000)},
+	}
+	if got := LongestHold(grants); got != 250*time.Second {
+		t.Fatalf("LongestHold = %s, want 250s", got)
+	}
+	long := Result{Valid: true, Linearizable: "Ok", LongHoldRequired: 200 * time.Second, LongestHold: 250 * time.Second}
+	if !long.Passed() {
+		t.Fatalf("a run with a 250 s hold did not meet 200 s: %v", long.Unmet())
+	}
+	short := long
+	short.LongestHold = 199 * time.Second
+	if short.Passed() || len(short.Unmet()) != 1 || !strings.Contains(short.Unmet()[0], "no hold lasted 3m20s") {
+		t.Fatalf("a run whose longest hold was 199 s: passed %v, unmet %v", short.Passed(), short.Unmet())
+	}
+}

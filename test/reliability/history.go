@@ -239,3 +239,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// LongestHold is the longest a claim was seen Held before it was seen released, over the holds
+// that ended other than Lost: what a long-hold run proves renewal kept alive.
+func LongestHold(grants []Grant) time.Duration {
+	var longest time.Duration
+	for _, g := range grants {
+		if g.Lost || g.Acquired.IsZero() || g.Released.IsZero() {
+			continue
+		}
+		longest = max(longest, g.Released.Sub(g.Acquired))
+	}
+	return longest
+}

@@ -183,6 +183,11 @@ type scenario struct {
 	staleWriter bool
 	// noLoss fails the run if any hold ended Lost.
 	noLoss bool
+	// longHold makes claimant 0 of each lock hold from its first grant until the workload ends
+	// (writing every TTL/5, as a slow holder does, with no fault to end it), and fails the run
+	// unless some hold lasted at least longHold: holds far longer than any lease, which renewal
+	// must keep alive however many renewals they take.
+	longHold time.Duration
 	// killBeforeRefresh injects the first fault when a Held claim's status.expireTime is just
 	// over a third of the TTL ahead, the moment before the controller refreshes it: the worst
 	// time for a failover (regression of the first default-failover finding).
@@ -260,6 +265,16 @@ func lossEvict() scenario {
 		ends: []EndKind{EndRelease, EndPodDelete, EndSilentDeath, EndSucceeded, EndHang}, workload: 20 * time.Second}
 }
 
+// longHolds is a fault-free run on the built-in backend at the default 30 s lease in which one
+// claimant of each lock holds for about four minutes: no hold may be Lost, and one must last at
+// least 200 s. A session whose renewal history filled up with the regular 10 s renewals once
+// judged every hold older than its 17th renewal lapsed (under three minutes); the mutant
+// keep-covered-gaps brings that back.
+func longHolds() scenario {
+	return scenario{name: "long-hold", backend: "kubernetes", replicas: 1, ttl: 30 * time.Second,
+		longHold: 200 * time.Second, noLoss: true, workload: 4 * time.Minute}
+}
+
 // evictionBound is how long after a hold was seen Lost its pod must be seen evicted: the
 // eviction reconciler acts on the claim's Lost status at once; the bound leaves room for a retry
 // after a failed call (a conflict on the claim's status, the API server slow).
@@ -299,6 +314,8 @@ func mutantScenario(m mutant.Name) scenario {
 	case mutant.IgnoreLockDelay:
 		// Every pod deleted or dead, and every loss, is followed by a waiter granted at once.
 		s, s.expect = lossEvict(), "lock-delay"
+	case mutant.KeepCoveredGaps:
+		s, s.expect = longHolds(), "no-loss"
 	default:
 		panic("no scenario for mutant " + string(m))
 	}
@@ -367,6 +384,7 @@ func fullScenarios() []scenario {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
 		}
 	}
+	out = append(out, longHolds())
 	// Killing the leader with default settings (leader election 15 s/10 s/2 s, lock lease 30 s)
 	// loses no held lock.
 	out = append(out, scenario{name: "default-failover", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderKill},
@@ -717,7 +735,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 				rng: rand.New(rand.NewPCG(seed, uint64(l*100+i))), ttl: ttl, writes: 5,
 				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies,
 				ends: s.ends, keepEnded: s.keepEnded, awaitEviction: s.lossPolicy == locksv1alpha1.LossPolicyEvict}
-			if s.staleWriter && i == 0 {
+			if (s.staleWriter || s.longHold > 0) && i == 0 {
 				cl.pinned = make(chan struct{})
 				slowHolders = append(slowHolders, cl.pinned)
 			}
@@ -825,7 +843,8 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	// Checks.
 	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned,
-		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict}
+		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
+		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants)}
 	if r.Faults == "" {
 		r.Faults = "none"
 	}

@@ -84,6 +84,10 @@ type Result struct {
 	// no eviction was exercised); Evictions counts the lost holds whose pod was evicted.
 	EvictionRequired bool
 	Evictions        int
+	// LongHoldRequired: some hold must have lasted at least this long (a long-hold run);
+	// LongestHold is the longest that ended other than Lost.
+	LongHoldRequired time.Duration
+	LongestHold      time.Duration
 	Linearizable     string // porcupine's verdict
 	Liveness         Liveness
 	Valid            bool // enough operations happened before the first fault
@@ -138,6 +142,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.LockDelayRequired && r.DelayedGrants == 0 {
 		out = append(out, "the lock delay was never exercised: no grant followed a hold that ended without a release")
+	}
+	if r.LongHoldRequired > 0 && r.LongestHold < r.LongHoldRequired {
+		out = append(out, fmt.Sprintf("no hold lasted %s (the longest that was not lost: %s)", r.LongHoldRequired, r.LongestHold.Round(time.Second)))
 	}
 	if r.EvictionRequired && r.Lost == 0 {
 		out = append(out, "eviction was never exercised: no hold was lost under lossPolicy Evict")

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockwarden/lockwarden/internal/mutant"
 )
 
 // This file is the rule by which a session keeps holds alive in record mode (Records): a pure
@@ -98,6 +100,9 @@ func (h history) renewedAt(t time.Time) history {
 // holds were judged lapsed once the oldest gap kept was younger than they were (after 17
 // renewals: under three minutes).
 func covers(newer, older gap) bool {
+	if mutant.Active(mutant.KeepCoveredGaps) {
+		return false
+	}
 	return older.to.Sub(older.from).Truncate(time.Second) <= newer.to.Sub(newer.from).Truncate(time.Second)
 }
 
