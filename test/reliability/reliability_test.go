@@ -500,6 +500,9 @@ func TestReliability(t *testing.T) {
 				if m.Example == "" && s.expect == "stuck" && len(r.Liveness.Stuck) > 0 {
 					m.Example = "stuck: " + r.Liveness.Stuck[0] + " still waiting at the end of the run"
 				}
+				if m.Example == "" && s.expect == "no-loss" && r.NoLossRequired && r.Lost > 0 {
+					m.Example = fmt.Sprintf("no-loss: %d held lock(s) lost, none allowed", r.Lost)
+				}
 				mutants = append(mutants, m)
 				t.Logf("mutant %s caught by %v", s.mutant, m.Caught)
 				for _, v := range r.Violations {
@@ -946,6 +949,9 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	errMu.Unlock()
 	for _, l := range faults.log {
 		t.Logf("fault: %s", l)
+	}
+	if s.longHold > 0 {
+		t.Logf("longest hold that was not lost %s (required %s)", r.LongestHold.Round(time.Second), s.longHold)
 	}
 	if s.lockDelay > 0 || s.lossPolicy != "" {
 		t.Logf("grants after a hold that ended without a release %d (lock delay %s), lost holds whose pod was evicted %d of %d",
