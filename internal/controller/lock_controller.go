@@ -262,8 +262,14 @@ func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 
 // locksOfPod maps a pod to the locks of the claims held or queued for it.
 func (r *DistributedLockReconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.locksOfClaimsNaming(ctx, o, indexClaimPod)
+}
+
+// locksOfClaimsNaming maps an object to the locks of the claims of its namespace whose index
+// field (indexClaimPod, indexClaimLease) names it, each lock once.
+func (r *DistributedLockReconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index string) []ctrl.Request {
 	list := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexClaimPod: o.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
 		return nil
 	}
 	seen := map[string]bool{}

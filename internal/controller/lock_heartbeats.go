@@ -107,18 +107,5 @@ func (s *lockScope) judgeHeartbeat(c *locksv1alpha1.LockClaim, v waiterVerdict) 
 
 // locksOfLease maps a heartbeat Lease to the locks of the claims that name it.
 func (r *DistributedLockReconciler) locksOfLease(ctx context.Context, o client.Object) []ctrl.Request {
-	list := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexClaimLease: o.GetName()}); err != nil {
-		return nil
-	}
-	seen := map[string]bool{}
-	var reqs []ctrl.Request
-	for i := range list.Items {
-		name := list.Items[i].Spec.LockName
-		if !seen[name] {
-			seen[name] = true
-			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
-		}
-	}
-	return reqs
+	return r.locksOfClaimsNaming(ctx, o, indexClaimLease)
 }
