@@ -59,6 +59,9 @@ type Lease struct {
 	// Version is an opaque backend value that lets Renew and Release check they act on the hold
 	// they were given (e.g. a resourceVersion or a create revision). Empty when not applicable.
 	Version string
+	// Shared: the hold is one place of a shared lock (Sharer.TryAcquireShared), not the key's
+	// exclusive hold. Renew and Release use it to find the hold.
+	Shared bool
 }
 
 // Backend is one session with a lock store. Every call takes a context and returns quickly: calls
@@ -79,10 +82,12 @@ type Backend interface {
 
 	// Release frees the lock if lease.Identity still holds it. A lock that is free or expired
 	// counts as released (nil). A lock now held by another identity is never touched; the result
-	// wraps ErrNotHeld.
+	// wraps ErrNotHeld. A shared lease frees only its identity's place; a place that is free or
+	// expired counts as released whoever holds the others.
 	Release(ctx context.Context, lease Lease) error
 
 	// Inspect reports who holds key. A free or expired lock gives an error wrapping ErrNotHeld.
+	// A key held in shared places (Sharer) reports one of them, with Lease.Shared set.
 	Inspect(ctx context.Context, key string) (Lease, error)
 
 	// Ping checks that the store is reachable, that the session is authenticated and that it can
@@ -92,6 +97,46 @@ type Backend interface {
 
 	// Close ends the session. Locks it held expire by TTL unless another session resumes them.
 	Close(ctx context.Context) error
+}
+
+// Sharer is implemented by backends that hold shared locks natively: a key with a number of
+// places, each held by one identity (a semaphore; with exclusive holds beside them, a read/write
+// lock). An exclusive hold (TryAcquire) and shared places exclude each other atomically on the
+// store, in both directions and whatever the identities: TryAcquire fails with ErrLocked while
+// any place of key is held, and TryAcquireShared fails while key is held exclusively. The
+// exclusive hold keeps the layout that TryAcquire has always used, so that clients outside
+// lockwarden that speak the store's standard mutex protocol are still excluded.
+//
+// Renew and Release take shared leases (Lease.Shared) beside exclusive ones; Renew still costs a
+// number of round trips that does not grow with the number of leases or places.
+type Sharer interface {
+	// TryAcquireShared takes one of key's places for identity with the given TTL, once: it
+	// succeeds while fewer than places other identities hold a place. If identity already holds
+	// a place it refreshes it and returns it (reentrancy and resumption after a restart), even
+	// when places is now lower than the number held: a lower limit takes effect as holders
+	// leave, and no backend ever takes a place away. Otherwise it fails with an error wrapping
+	// ErrLocked (a *LockedError naming a holder when the backend can tell). places must be at
+	// least 1.
+	TryAcquireShared(ctx context.Context, key, identity string, ttl time.Duration, places int) (Lease, error)
+
+	// Holders lists every live hold of key: the exclusive one, or each place (Lease.Shared). A
+	// free key gives an empty list and no error.
+	Holders(ctx context.Context, key string) ([]Lease, error)
+}
+
+// AsSharer returns b, or the backend b wraps, as a Sharer.
+func AsSharer(b Backend) (Sharer, bool) {
+	for b != nil {
+		if s, ok := b.(Sharer); ok {
+			return s, true
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			return nil, false
+		}
+		b = u.Unwrap()
+	}
+	return nil, false
 }
 
 // LockedError says who holds a lock that could not be taken.

@@ -69,6 +69,9 @@ type store struct {
 	mu sync.Mutex
 	// holds maps a key to its last hold; an entry whose expiry has passed is free.
 	holds map[string]hold
+	// places maps a key to its shared places by identity (shared.go); an entry whose expiry has
+	// passed is free.
+	places map[string]map[string]hold
 	// version numbers the writes, so that every new or refreshed hold has a fresh Version.
 	version int64
 }
@@ -80,10 +83,13 @@ type hold struct {
 	acquireTime time.Time
 	expireTime  time.Time
 	version     string
+	// shared: the hold is one of the key's places.
+	shared bool
 }
 
 func (h hold) lease(key string) backends.Lease {
 	return backends.Lease{
+		Shared:      h.shared,
 		Key:         key,
 		Identity:    h.identity,
 		TTL:         h.ttl,
@@ -116,11 +122,14 @@ type Backend struct {
 	closed bool
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var (
+	_ backends.Backend = (*Backend)(nil)
+	_ backends.Sharer  = (*Backend)(nil)
+)
 
 // New returns a session on a new, empty in-memory store.
 func New(opts ...Option) *Backend {
-	s := &store{clock: clock.RealClock{}, holds: map[string]hold{}}
+	s := &store{clock: clock.RealClock{}, holds: map[string]hold{}, places: map[string]map[string]hold{}}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -201,6 +210,9 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	if held && cur.identity != identity {
 		return backends.Lease{}, &backends.LockedError{Key: key, Holder: cur.identity, ExpireTime: cur.expireTime}
 	}
+	if p, ok := s.livePlace(key, now); ok {
+		return backends.Lease{}, &backends.LockedError{Key: key, Holder: p.identity, ExpireTime: p.expireTime}
+	}
 	next := hold{identity: identity, ttl: ttl, acquireTime: now, expireTime: now.Add(ttl), version: s.nextVersion()}
 	if held {
 		// The same identity still holds it: the hold continues (reentrancy, resumption).
@@ -223,6 +235,14 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	for _, l := range leases {
+		if l.Shared {
+			if r, ok := s.renewPlace(l, ttl, now); ok {
+				renewed = append(renewed, r)
+			} else {
+				lost = append(lost, l)
+			}
+			continue
+		}
 		cur, ok := s.holds[l.Key]
 		if !ok || cur.identity != l.Identity || !cur.heldAt(now) {
 			lost = append(lost, l)
@@ -244,6 +264,10 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if lease.Shared {
+		s.releasePlace(lease)
+		return nil
+	}
 	cur, ok := s.holds[lease.Key]
 	switch {
 	case !ok || !cur.heldAt(s.clock.Now()):
@@ -267,6 +291,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.holds[key]
+	if p, shared := s.livePlace(key, s.clock.Now()); shared {
+		return p.lease(key), nil
+	}
 	if !ok || !cur.heldAt(s.clock.Now()) {
 		return backends.Lease{}, fmt.Errorf("fake backend: inspect %q: %w", key, backends.ErrNotHeld)
 	}

@@ -32,7 +32,7 @@ import (
 func TestConformance(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := fake.New(fake.WithClock(clock))
-	backendtest.Run(t, backendtest.Harness{
+	h := backendtest.Harness{
 		New:     func(*testing.T) backends.Backend { return store.NewSession() },
 		TTL:     2 * time.Second,
 		Advance: clock.Step,
@@ -43,7 +43,9 @@ func TestConformance(t *testing.T) {
 			}
 			return n
 		},
-	})
+	}
+	backendtest.Run(t, h)
+	backendtest.RunShared(t, h)
 }
 
 func TestSetUnavailable(t *testing.T) {
