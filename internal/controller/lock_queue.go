@@ -98,8 +98,8 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing, heartbeatMissing: v.heartbeatMissing})
 	}
 	delayed := s.lockDelayed()
-	if s.lock.Status.Holder == nil && s.lock.DeletionTimestamp.IsZero() && len(queue) > 0 && s.backend != nil && s.conflict == nil && !s.keyTaken &&
-		!queue[0].podMissing && queue[0].heartbeatMissing == "" && !delayed {
+	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed &&
+		planGrants(s.waiterSlots(queue), s.holdSlots(), 1) > 0 {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
@@ -114,6 +114,24 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		}
 	}
 	r.markQueue(s, queue, delayed)
+	return nil
+}
+
+// waiterSlots describes the queue to planGrants. Every claim asks for the lock exclusively until
+// locks have places (maxHolders).
+func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
+	slots := make([]waiterSlot, len(queue))
+	for i, q := range queue {
+		slots[i] = waiterSlot{mode: grantExclusive, identity: s.identityOf(q.claim), blocked: q.podMissing || q.heartbeatMissing != ""}
+	}
+	return slots
+}
+
+// holdSlots describes the lock's current hold to planGrants.
+func (s *lockScope) holdSlots() []holdSlot {
+	if rec := s.lock.Status.Holder; rec != nil {
+		return []holdSlot{{mode: grantExclusive, identity: rec.Identity}}
+	}
 	return nil
 }
 
