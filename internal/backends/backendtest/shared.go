@@ -38,10 +38,7 @@ const places = 3
 // backend that does not implement Sharer.
 func RunShared(t *testing.T, h Harness) {
 	t.Helper()
-	if h.New == nil || h.TTL <= 0 {
-		t.Fatalf("backendtest: Harness needs New and a positive TTL, got New set %t, TTL %s", h.New != nil, h.TTL)
-	}
-	s := &suite{h: h, run: randomID()}
+	s := newSuite(t, h)
 	t.Run("PlacesNeverExceeded", s.placesNeverExceeded)
 	t.Run("SharedReentrancy", s.sharedReentrancy)
 	t.Run("ExclusiveExcludesShared", s.exclusiveExcludesShared)
@@ -289,22 +286,8 @@ func (s *suite) mixedBatchedRenewal(t *testing.T) {
 	}
 	s.wait(tick)
 
-	cost := func(batch []backends.Lease) (int64, []backends.Lease) {
-		var start int64
-		if s.h.RoundTrips != nil {
-			start = s.h.RoundTrips(b)
-		}
-		renewed, lost, err := b.Renew(t.Context(), batch, holdTTL)
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		g.Expect(lost).To(gomega.BeEmpty())
-		g.Expect(renewed).To(gomega.HaveLen(len(batch)))
-		if s.h.RoundTrips == nil {
-			return 0, renewed
-		}
-		return s.h.RoundTrips(b) - start, renewed
-	}
-	one, _ := cost(leases[:1])
-	all, renewed := cost(leases)
+	one, _ := s.renewAll(t, t.Context(), b, leases[:1])
+	all, renewed := s.renewAll(t, t.Context(), b, leases)
 	if s.h.RoundTrips != nil {
 		g.Expect(all).To(gomega.BeNumerically("<=", one), "renewing %d mixed leases costs %d requests, renewing 1 costs %d", len(leases), all, one)
 	}
