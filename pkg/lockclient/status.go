@@ -123,7 +123,8 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 	} else {
 		s.Message = "not reconciled yet; is the lockwarden controller running?"
 	}
-	if h := l.Status.Holder; h != nil {
+	if hs := l.Status.CurrentHolders(); len(hs) > 0 {
+		h := hs[0]
 		s.Holder = &HolderStatus{Claim: h.Claim, Identity: h.Identity, FencingToken: h.FencingToken, AcquireTime: h.AcquireTime.Time}
 		if h.ExpireTime != nil {
 			s.Holder.ExpireTime = &h.ExpireTime.Time

@@ -32,10 +32,10 @@ func TestLockStatusShowsTheHolderClaimsExpiry(t *testing.T) {
 	renewed := granted.Add(time.Minute)
 	lock := &locksv1alpha1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
-		Status: locksv1alpha1.DistributedLockStatus{Holder: &locksv1alpha1.LockHolder{
+		Status: locksv1alpha1.DistributedLockStatus{Holders: []locksv1alpha1.LockHolder{{
 			Claim: "a", Identity: "id-a", FencingToken: 7, AcquireTime: metav1.NewMicroTime(granted),
 			ExpireTime: &metav1.MicroTime{Time: granted.Add(30 * time.Second)},
-		}},
+		}}},
 	}
 	claim := locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"},

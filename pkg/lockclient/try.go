@@ -106,8 +106,8 @@ func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Resu
 			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: current.Spec.LockName}, l); err != nil {
 				return true, apiError(err, "reading DistributedLock "+current.Spec.LockName)
 			}
-			if h := l.Status.Holder; h != nil {
-				holder = h.Claim
+			if hs := l.Status.CurrentHolders(); len(hs) > 0 {
+				holder = hs[0].Claim
 			}
 		}
 		if isBusy(current, holder) {

@@ -251,8 +251,8 @@ spec:
 			dlock := &locksv1alpha1.DistributedLock{}
 			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "writer"}, dlock)).To(Succeed())
 			g.Expect(dlock.Status.Waiting).To(BeEquivalentTo(2))
-			g.Expect(dlock.Status.Holder).NotTo(BeNil())
-			g.Expect(dlock.Status.Holder.FencingToken).To(Equal(tokenOf(first)))
+			g.Expect(dlock.Status.Holders).To(HaveLen(1))
+			g.Expect(dlock.Status.Holders[0].FencingToken).To(Equal(tokenOf(first)))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("deleting the holder: the next pod in line is scheduled with a higher token")

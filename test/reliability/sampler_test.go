@@ -186,10 +186,11 @@ func (r recordReader) session(ctx context.Context) (*coordinationv1.Lease, bool)
 
 // recordView is what lock's record holds at now, by session's renewals.
 func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lease, now time.Time) BackendView {
-	h := lock.Status.Holder
-	if h == nil || session == nil || session.Spec.RenewTime == nil {
+	holders := lock.Status.CurrentHolders()
+	if len(holders) == 0 || session == nil || session.Spec.RenewTime == nil {
 		return BackendView{Known: true}
 	}
+	h := holders[0]
 	ttl := time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
 	acquired := h.AcquireTime.Time
 	if since := session.Annotations[kbackend.CompleteSinceAnnotation]; since != "" {
