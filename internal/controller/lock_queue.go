@@ -102,7 +102,7 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 	planned := 0
 	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
 		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
-		planned = min(planGrants(s.waiterSlots(queue), s.holdSlots(), s.maxHolders()), fencing.PerWrite)
+		planned = min(planGrants(s.waiterSlots(queue), s.mutatedHoldSlots(queue), s.mutatedPlaces()), fencing.PerWrite)
 	}
 	if planned > 0 {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
@@ -169,6 +169,24 @@ func (s *lockScope) holdSlots() []holdSlot {
 		slots[i] = holdSlot{mode: mode, identity: rec.Identity}
 	}
 	return slots
+}
+
+// mutatedPlaces is the lock's number of places as planGrants sees it: its maxHolders, unless a
+// mutant makes the pass ignore it.
+func (s *lockScope) mutatedPlaces() int32 {
+	if mutant.Active(mutant.IgnorePlaces) && s.maxHolders() > 1 {
+		return fencing.PerWrite
+	}
+	return s.maxHolders()
+}
+
+// mutatedHoldSlots is holdSlots as planGrants sees them: every hold, unless a mutant makes the
+// pass overlook the holders when an Exclusive claim is at the head of queue.
+func (s *lockScope) mutatedHoldSlots(queue []*queued) []holdSlot {
+	if mutant.Active(mutant.WriterBesideReaders) && len(queue) > 0 && s.claimMode(queue[0].claim) == grantExclusive {
+		return nil
+	}
+	return s.holdSlots()
 }
 
 // lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.

@@ -141,8 +141,10 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"r0", "r1"}))
 		newClaim(ns, "w", "db", "", exclusive)
 		Eventually(acquired(ns, "w")).Should(Equal("False/Queued"))
-		newClaim(ns, "r2", "db", "") // a reader after the writer: it must not pass it
-		Eventually(acquired(ns, "r2")).Should(Equal("False/Queued"))
+		// A reader after the writer (named to sort after it: creation times have one-second
+		// precision, and claims created in one second queue by name): it must not pass it.
+		newClaim(ns, "x", "db", "")
+		Eventually(acquired(ns, "x")).Should(Equal("False/Queued"))
 		Consistently(heldClaims(ns, "db"), "2s").Should(Equal([]string{"r0", "r1"}))
 
 		deleteClaim(ns, "r0")
@@ -154,10 +156,10 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 			g.Expect(l.Status.Holders).To(HaveLen(1))
 			g.Expect(l.Status.Holders[0].Mode).To(Equal(locksv1alpha1.LockModeExclusive))
 		}).Should(Succeed())
-		Consistently(phaseOf(ns, "r2"), "1s").Should(Equal(pending))
+		Consistently(phaseOf(ns, "x"), "1s").Should(Equal(pending))
 
 		deleteClaim(ns, "w")
-		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"r2"}))
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"x"}))
 	})
 
 	It("takes a lowered maxHolders into account as holders leave, never taking a place away", func() {
@@ -182,6 +184,7 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 			newClaim(ns, fmt.Sprintf("c%d", i), "db", "")
 		}
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"c0", "c1"}))
+		Eventually(acquired(ns, "c3")).Should(Equal("False/Queued"))
 		Consistently(phaseOf(ns, "c2"), "1s").Should(Equal(pending))
 		setPlaces(ns, "db", 4)
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"c0", "c1", "c2", "c3"}))
@@ -196,6 +199,7 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 		newClaim(ns, "c", "db", "")
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"a1", "a2", "b"}))
 		Expect(claimOf(ns, "a2")(Default).Status.FencingToken).To(Equal(claimOf(ns, "a1")(Default).Status.FencingToken))
+		Eventually(acquired(ns, "c")).Should(Equal("False/Queued"))
 		Consistently(phaseOf(ns, "c"), "1s").Should(Equal(pending))
 		deleteClaim(ns, "a1")
 		Consistently(phaseOf(ns, "c"), "1s").Should(Equal(pending), "a2 keeps worker-a's place")
@@ -217,6 +221,7 @@ var _ = Describe("A lock of one place", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(lockOf(ns, "db")(g).Status.Holders).To(ConsistOf(HaveField("Mode", locksv1alpha1.LockModeExclusive)))
 		}).Should(Succeed())
+		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
 		Consistently(phaseOf(ns, "b"), "1s").Should(Equal(pending))
 	})
 

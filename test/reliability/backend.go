@@ -29,9 +29,12 @@ import (
 type BackendView struct {
 	// Known is false when the backend could not be read (paused, killed): the sample says nothing.
 	Known bool
-	// Held says the key is held (present, and for a Lease not expired); Holder is its identity.
+	// Held says the key is held (present, and for a Lease not expired); Holder is its identity,
+	// or one of them when the key is held in shared places, and Places every identity that
+	// holds a place (nil for an exclusive hold).
 	Held   bool
 	Holder string
+	Places []string
 }
 
 // HeldSample is one observation of a claim that the API showed Held, beside what the backend
@@ -49,7 +52,9 @@ type HeldSample struct {
 }
 
 // matches says the backend holds the key for the claim's identity.
-func (s HeldSample) matches() bool { return s.Backend.Held && s.Backend.Holder == s.Identity }
+func (s HeldSample) matches() bool {
+	return s.Backend.Held && (s.Backend.Holder == s.Identity || slices.Contains(s.Backend.Places, s.Identity))
+}
 
 // CheckBackendSamples checks S4 ("no phantom holder"): a claim reported Held must be held on the
 // backend for its identity. A mismatch is legitimate in two cases, which the rule leaves out:
@@ -118,6 +123,8 @@ type ClaimState struct {
 	Token       int64
 	Identity    string
 	ExpireTime  time.Time
+	// Exclusive: the claim's spec.mode is Exclusive.
+	Exclusive bool
 }
 
 // Snapshot is every claim of a namespace as one LIST returned them, at At.
@@ -126,11 +133,12 @@ type Snapshot struct {
 	Claims []ClaimState
 }
 
-// CheckControllerExclusion checks the controller's own view: no snapshot may show two claims of
-// one lock Held by different identities while both expireTimes are more than margin ahead (a
-// claim that expires may be waiting for the controller to notice; claims of one identity share a
-// hold). One line per lock and pair, reported once.
-func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []string {
+// CheckControllerExclusion checks the controller's own view: no snapshot may show, Held on one
+// lock while their expireTimes are more than margin ahead (a claim that expires may be waiting for
+// the controller to notice), two claims of different identities of which one is Exclusive or
+// whose lock has one place, nor more identities than the lock's places (placesOf; claims of one
+// identity share a hold). One line per lock and pair, or per lock and count, reported once.
+func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration, placesOf func(lock string) int) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, snap := range snapshots {
@@ -142,10 +150,13 @@ func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []stri
 		}
 		for _, lock := range sortedKeys(byLock) {
 			cs := byLock[lock]
+			places := max(placesOf(lock), 1)
+			identities := map[string]bool{}
 			for i := range cs {
+				identities[cs[i].Identity] = true
 				for j := i + 1; j < len(cs); j++ {
 					a, b := cs[i], cs[j]
-					if a.Identity == b.Identity {
+					if a.Identity == b.Identity || (places > 1 && !a.Exclusive && !b.Exclusive) {
 						continue
 					}
 					key := lock + "\x00" + min(a.Claim, b.Claim) + "\x00" + max(a.Claim, b.Claim)
@@ -156,6 +167,11 @@ func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []stri
 					out = append(out, fmt.Sprintf("lock %s: at %s the API showed %s (token %d, expires %s) and %s (token %d, expires %s) both Held",
 						lock, snap.At.Format(time.StampMilli), a.Claim, a.Token, a.ExpireTime.Format(time.StampMilli), b.Claim, b.Token, b.ExpireTime.Format(time.StampMilli)))
 				}
+			}
+			if key := lock + "\x00count"; places > 1 && len(identities) > places && !seen[key] {
+				seen[key] = true
+				out = append(out, fmt.Sprintf("lock %s: at %s the API showed %d holders Held, more than its %d place(s)",
+					lock, snap.At.Format(time.StampMilli), len(identities), places))
 			}
 		}
 	}

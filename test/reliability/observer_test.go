@@ -91,7 +91,7 @@ func (o *observer) poll(ctx context.Context, key string) {
 		if ctx.Err() != nil {
 			return
 		}
-		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder, Polled: true})
+		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder, Places: v.Places, Polled: true})
 		select {
 		case <-ctx.Done():
 			return
@@ -193,7 +193,7 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 				continue
 			}
 			v := recordView(l, session, now)
-			o.add(key, KeyState{At: now, Known: true, Holder: v.Holder})
+			o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places})
 		}
 		w.Stop()
 	}

@@ -184,18 +184,39 @@ func (r recordReader) session(ctx context.Context) (*coordinationv1.Lease, bool)
 	return &s, true
 }
 
-// recordView is what lock's record holds at now, by session's renewals.
+// recordView is what lock's record holds at now, by session's renewals: every holder whose hold
+// has not lapsed (Holder the first, Places every one of a shared lock's).
 func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lease, now time.Time) BackendView {
-	holders := lock.Status.CurrentHolders()
-	if len(holders) == 0 || session == nil || session.Spec.RenewTime == nil {
+	if session == nil || session.Spec.RenewTime == nil {
 		return BackendView{Known: true}
 	}
-	h := holders[0]
+	view := BackendView{Known: true}
 	ttl := time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
-	acquired := h.AcquireTime.Time
+	for _, h := range lock.Status.CurrentHolders() {
+		alive, ok := recordAlive(h.AcquireTime.Time, session, ttl, now)
+		if !ok {
+			return BackendView{}
+		}
+		if !alive {
+			continue
+		}
+		if !view.Held {
+			view.Held, view.Holder = true, h.Identity
+		}
+		if h.Mode == locksv1alpha1.LockModeShared {
+			view.Places = append(view.Places, h.Identity)
+		}
+	}
+	return view
+}
+
+// recordAlive says whether a record hold granted at acquired with ttl lives at now, by the
+// session's renewals and the gaps it lists; ok is false when the session's annotations cannot be
+// read.
+func recordAlive(acquired time.Time, session *coordinationv1.Lease, ttl time.Duration, now time.Time) (alive, ok bool) {
 	if since := session.Annotations[kbackend.CompleteSinceAnnotation]; since != "" {
 		if t, err := time.Parse(time.RFC3339Nano, since); err != nil || acquired.Before(t) {
-			return BackendView{Known: true}
+			return false, true
 		}
 	}
 	if gaps := session.Annotations[kbackend.GapsAnnotation]; gaps != "" {
@@ -204,13 +225,13 @@ func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lea
 			f, err1 := time.Parse(time.RFC3339Nano, from)
 			t, err2 := time.Parse(time.RFC3339Nano, to)
 			if err1 != nil || err2 != nil {
-				return BackendView{}
+				return false, false
 			}
 			if f.Before(acquired) {
 				f = acquired
 			}
 			if t.After(acquired) && t.Sub(f) >= ttl {
-				return BackendView{Known: true} // lapsed in a gap since the grant
+				return false, true // lapsed in a gap since the grant
 			}
 		}
 	}
@@ -218,10 +239,7 @@ func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lea
 	if acquired.After(last) {
 		last = acquired
 	}
-	if !now.Before(last.Add(ttl)) {
-		return BackendView{Known: true}
-	}
-	return BackendView{Known: true, Held: true, Holder: h.Identity}
+	return now.Before(last.Add(ttl)), true
 }
 
 func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
@@ -289,7 +307,7 @@ func (s *sampler) once(ctx context.Context) {
 		// without writing its status again, and takes its finalizer off after.
 		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name,
 			Held:  cl.Status.Phase == locksv1alpha1.ClaimHeld && cl.DeletionTimestamp == nil,
-			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity}
+			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity, Exclusive: cl.Spec.Mode == locksv1alpha1.LockModeExclusive}
 		if cl.Status.ExpireTime != nil {
 			st.ExpireTime = cl.Status.ExpireTime.Time
 		}

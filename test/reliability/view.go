@@ -17,6 +17,7 @@ limitations under the License.
 package reliability
 
 import (
+	"slices"
 	"fmt"
 	"time"
 )
@@ -29,8 +30,11 @@ type KeyState struct {
 	// Known is false while the backend could not be read (paused, killed, partitioned from the
 	// harness): the state says nothing then.
 	Known bool
-	// Holder is the identity that holds the key; empty when the key is free.
+	// Holder is the identity that holds the key, or one of them when it is held in shared
+	// places; empty when the key is free. Places lists every identity that holds a place (nil
+	// for an exclusive hold).
 	Holder string
+	Places []string
 	// Polled marks a state that reads found, as opposed to one a watch pushed. A watch event
 	// holds until the next event; a read proves its state only at some instant while the read
 	// ran. A read that began before a handoff and was slow (a Redlock read waits readTimeout for
@@ -61,7 +65,7 @@ type KeyTimeline struct {
 func (tl *KeyTimeline) Add(s KeyState) {
 	if n := len(tl.States); n > 0 {
 		last := &tl.States[n-1]
-		if last.Known == s.Known && last.Holder == s.Holder && (s.Polled || !last.Polled) {
+		if last.Known == s.Known && last.Holder == s.Holder && slices.Equal(last.Places, s.Places) && (s.Polled || !last.Polled) {
 			if last.Polled {
 				last.Confirmed = maxTime(last.Confirmed, s.At)
 			}
@@ -150,7 +154,7 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					stop = tl.States[i+1].At
 				}
 				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
-				isForeign := s.Known && s.Holder != "" && s.Holder != g.Identity
+				isForeign := s.Known && s.Holder != "" && s.Holder != g.Identity && !slices.Contains(s.Places, g.Identity)
 				if isForeign && s.Polled {
 					// Proven only at the reads: from the first to the last that found it. One
 					// read that began inside the Held interval is enough.
