@@ -184,7 +184,7 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 			newClaim(ns, fmt.Sprintf("c%d", i), "db", "")
 		}
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"c0", "c1"}))
-		Eventually(acquired(ns, "c3")).Should(Equal("False/Queued"))
+		Eventually(acquired(ns, "c2")).Should(Equal("False/Queued"))
 		Consistently(phaseOf(ns, "c2"), "1s").Should(Equal(pending))
 		setPlaces(ns, "db", 4)
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"c0", "c1", "c2", "c3"}))
