@@ -32,18 +32,20 @@ limitations under the License.
 //
 // Why it is atomic: etcd applies a transaction's compares and writes at one revision.
 //   - An exclusive acquire (TryAcquire) also compares that no key exists in the place range
-//     (CreateRevision = 0 over a range holds only when the range is empty: etcd compares an empty
-//     range as one key with revisions 0, and every existing key has a create revision above 0).
+//     (CreateRevision = 0 over a range holds only when the range is empty: etcd's applyCompare
+//     compares an empty range as one key with revisions 0, a non-empty one key by key, and every
+//     existing key has a create revision above 0).
 //   - A shared acquire compares that the lock key does not exist, and that no place key was
 //     created or re-put after the revision at which it counted the places (ModRevision < rev + 1
-//     over the range). Places freed since only make the count an overestimate, which can refuse
-//     a newcomer once but never admits one too many. When the compare fails, the same
-//     transaction reads the key and its places afresh, and the acquire decides again from that
-//     read, a bounded number of times.
+//     over the range; true of an empty range too). Places freed since only make the count an
+//     overestimate, which may refuse a newcomer that a later call admits, never admit one too
+//     many. When the compare fails, the same transaction reads the key and its places afresh,
+//     and the acquire decides again from that read, a bounded number of times (sharedAttempts).
 //
 // Expired places are pruned by etcd: it deletes the keys of a lease when the lease expires by the
-// leader's clock, usually within half a second. Until then they still count against the limit,
-// as an expired exclusive key still excludes.
+// leader's clock, within a second as a rule (its lessor looks for expired leases twice a second).
+// Until then they still count against the limit, as an expired exclusive key still excludes:
+// only etcd's clock says when a lease of another session has ended.
 
 package etcd
 
@@ -219,7 +221,7 @@ func (b *Backend) sharedLocked(ctx context.Context, c *clientv3.Client, key stri
 	case i < 0:
 		kv = view.exclusive
 		locked.Holder = string(kv.Value)
-	case i >= 0 && i < len(view.places):
+	case i < len(view.places):
 		kv = view.places[i]
 		locked.Holder = strings.TrimPrefix(string(kv.Key), placePrefix(key))
 	}
@@ -252,8 +254,11 @@ func (b *Backend) Holders(ctx context.Context, key string) ([]backends.Lease, er
 	holders := []backends.Lease{}
 	if view.exclusive != nil {
 		l, live, err := exclusiveLease(ctx, c, key, view.exclusive, resp.Responses[2].GetResponseRange().GetKvs(), ttls)
-		if err != nil || live {
-			return append(holders, l), err
+		switch {
+		case err != nil:
+			return nil, err
+		case live:
+			return append(holders, l), nil
 		}
 	}
 	for _, kv := range view.places {
