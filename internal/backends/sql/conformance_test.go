@@ -64,7 +64,10 @@ func TestConformance(t *testing.T) {
 	eachServer(t, func(t *testing.T, srv *sqltest.Server) {
 		h := backendtest.Harness{
 			New: func(t *testing.T) backends.Backend {
-				b, err := sqlbackend.New(sqlbackend.Config{Driver: srv.Driver, DSN: srv.DSN()})
+				// The racing cases open sessions and race at once: on a shared machine, the
+				// PostgreSQL pools' first connections (SCRAM authentication) alone can outlast
+				// the default 1 s per call.
+				b, err := sqlbackend.New(sqlbackend.Config{Driver: srv.Driver, DSN: srv.DSN()}, sqlbackend.WithCallTimeout(5*time.Second))
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
