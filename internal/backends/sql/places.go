@@ -150,8 +150,8 @@ func mysqlPlaces(table string) placeDialect {
 
 // TryAcquireShared takes one of key's places for identity, or refreshes the identity's place
 // (same Version and AcquireTime, later ExpireTime) whatever the limit is now. It fails with a
-// *backends.LockedError while the key is held exclusively or places other identities hold live
-// places. One transaction: one round trip on PostgreSQL; on MySQL six statements (a prune of
+// *backends.LockedError while the key is held exclusively, or while at least places other
+// identities hold live places. One transaction: one round trip on PostgreSQL; on MySQL six statements (a prune of
 // expired places, BEGIN, two statements, COMMIT, and a read of the place), plus one to name a
 // holder when it is refused.
 func (b *Backend) TryAcquireShared(ctx context.Context, key, identity string, ttl time.Duration, places int) (backends.Lease, error) {
