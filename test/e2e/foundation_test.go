@@ -175,7 +175,7 @@ spec: {lockName: nightly-migration}
 			WithTimeout(30 * time.Second).Should(Equal("Pending 1"))
 		kubectl("delete", "-n", apps, "lclaim/first", "--wait=true", "--timeout=30s")
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/second")
-		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("second"))
+		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holders[0].claim}")).To(Equal("second"))
 
 		By("stopping on SIGTERM and giving up the leader Lease")
 		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
