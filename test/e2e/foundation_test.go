@@ -95,8 +95,8 @@ var _ = Describe("The lockwarden API on a real cluster", func() {
 		// One table per kind, each with the columns that answer a user's first question.
 		for _, header := range [][]string{
 			{"NAMESPACE", "NAME", "TYPE", "READY", "AGE"},
-			{"NAMESPACE", "NAME", "BACKEND", "HOLDER", "TOKEN", "WAITING", "READY", "AGE"},
-			{"NAMESPACE", "NAME", "LOCK", "PHASE", "HOLDER", "TOKEN", "EXPIRES", "AGE"},
+			{"NAMESPACE", "NAME", "BACKEND", "HOLDERS", "MAX", "HOLDER", "TOKEN", "WAITING", "READY", "AGE"},
+			{"NAMESPACE", "NAME", "LOCK", "PHASE", "HOLDER", "MODE", "TOKEN", "EXPIRES", "AGE"},
 		} {
 			Expect(out).To(MatchRegexp(`(?m)^`+strings.Join(header, `\s+`)+`\s*$`), "kubectl get locks -A:\n%s", out)
 		}
