@@ -45,3 +45,13 @@ func TestCurrentHolders(t *testing.T) {
 		t.Errorf("CurrentHolders changed the old field in place")
 	}
 }
+
+func TestLockModeIsValid(t *testing.T) {
+	for mode, want := range map[LockMode]bool{
+		LockModeShared: true, LockModeExclusive: true, "": false, "shared": false, "EXCLUSIVE": false, "Read": false, " Shared": false,
+	} {
+		if got := mode.IsValid(); got != want {
+			t.Errorf("LockMode(%q).IsValid() = %v, want %v", mode, got, want)
+		}
+	}
+}

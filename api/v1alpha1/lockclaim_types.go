@@ -110,6 +110,12 @@ const (
 	LockModeExclusive LockMode = "Exclusive"
 )
 
+// IsValid says whether m is one of the lock modes, spelled as the API spells them. The empty
+// mode is not: in a claim it stands for the default, Shared.
+func (m LockMode) IsValid() bool {
+	return m == LockModeShared || m == LockModeExclusive
+}
+
 // ClaimPhase is a one-word summary of a claim for humans and columns. Programs should read the
 // conditions.
 // +kubebuilder:validation:Enum=Pending;Held;Released;Lost;TimedOut;Failed

@@ -176,7 +176,7 @@ spec:
 		kubectl("apply", "-n", apps, "-f", samples)
 		DeferCleanup(func() { _, _ = tryKubectl("delete", "-n", apps, "--ignore-not-found", "--wait=false", "-f", samples) })
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=60s", "lclaim/migration-by-hand")
-		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("migration-by-hand"))
+		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holders[0].claim}")).To(Equal("migration-by-hand"))
 		// The Redis sample points at a server that does not exist here: the controller says so in
 		// status, which takes the LockBackend status permission.
 		Eventually(func(g Gomega) {
@@ -321,7 +321,7 @@ spec:
 		}
 		Expect(tokens).To(HaveLen(3), "every pod got a token of its own")
 		// The last release and the lock's empty holder are writes to two objects.
-		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/batch", "-o", "jsonpath={.status.holder}").
+		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/batch", "-o", "jsonpath={.status.holders}").
 			WithTimeout(30 * time.Second).Should(BeEmpty())
 	})
 
