@@ -103,6 +103,8 @@ func TestCheckOrphans(t *testing.T) {
 	for name, keys := range map[string][]BackendKey{
 		"no claim":         {{Key: "lockwarden/ns/m", Holder: "pod-x"}},
 		"another identity": {{Key: "lockwarden/ns/l", Holder: "pod-b"}},
+		// A key held in places is one hold per place (heldKeys): each must be a Held claim's.
+		"a place of no claim": heldKeys("lockwarden/ns/l", sharedView("pod-a", "pod-c")),
 	} {
 		if v := CheckOrphans(keys, heldBy); len(v) != 1 {
 			t.Errorf("%s: %v, want one orphan", name, v)
