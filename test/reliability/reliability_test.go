@@ -437,8 +437,8 @@ func fullScenarios() []scenario {
 		}
 		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
-			out = append(out, sharedScenarios(backend)...)
 		}
+		out = append(out, sharedScenarios(backend)...)
 	}
 	out = append(out, longHolds())
 	// Killing the leader with default settings (leader election 15 s/10 s/2 s, lock lease 30 s)
@@ -739,6 +739,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		etcdWatch = srv.etcdClient
 	}
 	obs := newObserver(be.reader, etcdWatch)
+	obs.places = int(s.lockPlaces())
 	if s.backend == "zookeeper" {
 		obs.zk = srv.zkConn
 	}
@@ -1311,8 +1312,8 @@ func describeLoss(g Grant, samples []HeldSample) string {
 	if last == nil {
 		return fmt.Sprintf("%s (token %d) seen Lost at %s; never sampled", g.Claim, g.Token, stamp(g.Released))
 	}
-	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q",
-		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.Holder)
+	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q, places %q",
+		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.exclusiveHolder(), last.Backend.Places)
 }
 
 func describeGrants(grants []Grant) string {
