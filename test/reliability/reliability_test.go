@@ -909,7 +909,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned,
 		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
-		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants)}
+		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants), PlacesRequired: s.lockPlaces() > 1}
 	if r.Faults == "" {
 		r.Faults = "none"
 	}
@@ -958,6 +958,11 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r.Violations = append(r.Violations, findings("final-is-final", CheckFinalIsFinal(grants))...)
 	samples, snapshots := smp.results()
 	r.HeldSamples = len(samples)
+	for _, smp := range samples {
+		if smp.Backend.Known && slices.Contains(smp.Backend.Places, smp.Identity) {
+			r.PlaceSamples++
+		}
+	}
 	r.Violations = append(r.Violations, findings("phantom", CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second))...)
 	r.Violations = append(r.Violations, findings("api-snapshot", CheckControllerExclusion(snapshots, sampleMargin, placesOf))...)
 	timelines := obs.results(observedUntil)
@@ -1027,6 +1032,25 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	}
 	t.Logf("writes %d, rejected by fencing %d, stale in the window %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d, backend states %d, mismatches within grace %d (longest %s)",
 		r.Writes, r.Rejected, r.Stale.InWindow, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples, r.ViewStates, r.ViewAllowed, r.ViewLongest)
+	if s.lockPlaces() > 1 {
+		// What the store views saw of the places: a view that never saw one would let the
+		// backend checks pass on nothing.
+		unknown, withPlaces := 0, 0
+		for _, smp := range samples {
+			if !smp.Backend.Known {
+				unknown++
+			}
+		}
+		for _, tl := range timelines {
+			for _, st := range tl.States {
+				if len(st.Places) > 0 {
+					withPlaces++
+				}
+			}
+		}
+		t.Logf("held samples whose identity held a place %d of %d (backend unreadable in %d), backend states with places %d",
+			r.PlaceSamples, len(samples), unknown, withPlaces)
+	}
 	for _, m := range managers {
 		t.Logf("manager %s restarts %d, log %s", m.name, m.restarts, m.log)
 	}
