@@ -103,6 +103,8 @@ func TestCheckOrphans(t *testing.T) {
 	for name, keys := range map[string][]BackendKey{
 		"no claim":         {{Key: "lockwarden/ns/m", Holder: "pod-x"}},
 		"another identity": {{Key: "lockwarden/ns/l", Holder: "pod-b"}},
+		// A key held in places is one hold per place (heldKeys): each must be a Held claim's.
+		"a place of no claim": heldKeys("lockwarden/ns/l", sharedView("pod-a", "pod-c")),
 	} {
 		if v := CheckOrphans(keys, heldBy); len(v) != 1 {
 			t.Errorf("%s: %v, want one orphan", name, v)
@@ -135,7 +137,10 @@ func TestResultRequirements(t *testing.T) {
 	lost.NoLossRequired, lost.Lost = true, 1
 	orphan := base
 	orphan.Orphans = []string{"k"}
-	for name, r := range map[string]Result{"fencing required, none rejected": noFencing, "loss forbidden, one lost": lost, "orphan": orphan} {
+	noPlace := base
+	noPlace.PlacesRequired = true
+	for name, r := range map[string]Result{"fencing required, none rejected": noFencing, "loss forbidden, one lost": lost, "orphan": orphan,
+		"places, none seen on the backend": noPlace} {
 		if r.Passed() {
 			t.Errorf("%s: passed", name)
 		}
@@ -144,6 +149,11 @@ func TestResultRequirements(t *testing.T) {
 	fenced.Rejected = 3
 	if !fenced.Passed() {
 		t.Fatalf("a run that rejected stale writes failed: %v", fenced.Unmet())
+	}
+	placed := noPlace
+	placed.PlaceSamples = 1
+	if !placed.Passed() {
+		t.Fatalf("a run whose backend was seen holding a place failed: %v", placed.Unmet())
 	}
 }
 

@@ -437,8 +437,8 @@ func fullScenarios() []scenario {
 		}
 		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
-			out = append(out, sharedScenarios(backend)...)
 		}
+		out = append(out, sharedScenarios(backend)...)
 	}
 	out = append(out, longHolds())
 	// Killing the leader with default settings (leader election 15 s/10 s/2 s, lock lease 30 s)
@@ -739,6 +739,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		etcdWatch = srv.etcdClient
 	}
 	obs := newObserver(be.reader, etcdWatch)
+	obs.places = int(s.lockPlaces())
 	if s.backend == "zookeeper" {
 		obs.zk = srv.zkConn
 	}
@@ -908,7 +909,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned,
 		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
-		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants)}
+		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants), PlacesRequired: s.lockPlaces() > 1}
 	if r.Faults == "" {
 		r.Faults = "none"
 	}
@@ -957,6 +958,11 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r.Violations = append(r.Violations, findings("final-is-final", CheckFinalIsFinal(grants))...)
 	samples, snapshots := smp.results()
 	r.HeldSamples = len(samples)
+	for _, smp := range samples {
+		if smp.Backend.Known && slices.Contains(smp.Backend.Places, smp.Identity) {
+			r.PlaceSamples++
+		}
+	}
 	r.Violations = append(r.Violations, findings("phantom", CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second))...)
 	r.Violations = append(r.Violations, findings("api-snapshot", CheckControllerExclusion(snapshots, sampleMargin, placesOf))...)
 	timelines := obs.results(observedUntil)
@@ -1026,6 +1032,25 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	}
 	t.Logf("writes %d, rejected by fencing %d, stale in the window %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d, backend states %d, mismatches within grace %d (longest %s)",
 		r.Writes, r.Rejected, r.Stale.InWindow, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples, r.ViewStates, r.ViewAllowed, r.ViewLongest)
+	if s.lockPlaces() > 1 {
+		// What the store views saw of the places: a view that never saw one would let the
+		// backend checks pass on nothing.
+		unknown, withPlaces := 0, 0
+		for _, smp := range samples {
+			if !smp.Backend.Known {
+				unknown++
+			}
+		}
+		for _, tl := range timelines {
+			for _, st := range tl.States {
+				if len(st.Places) > 0 {
+					withPlaces++
+				}
+			}
+		}
+		t.Logf("held samples whose identity held a place %d of %d (backend unreadable in %d), backend states with places %d",
+			r.PlaceSamples, len(samples), unknown, withPlaces)
+	}
 	for _, m := range managers {
 		t.Logf("manager %s restarts %d, log %s", m.name, m.restarts, m.log)
 	}
@@ -1311,8 +1336,8 @@ func describeLoss(g Grant, samples []HeldSample) string {
 	if last == nil {
 		return fmt.Sprintf("%s (token %d) seen Lost at %s; never sampled", g.Claim, g.Token, stamp(g.Released))
 	}
-	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q",
-		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.Holder)
+	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q, places %q",
+		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.exclusiveHolder(), last.Backend.Places)
 }
 
 func describeGrants(grants []Grant) string {

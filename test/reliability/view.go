@@ -17,8 +17,9 @@ limitations under the License.
 package reliability
 
 import (
-	"slices"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,9 +31,9 @@ type KeyState struct {
 	// Known is false while the backend could not be read (paused, killed, partitioned from the
 	// harness): the state says nothing then.
 	Known bool
-	// Holder is the identity that holds the key, or one of them when it is held in shared
-	// places; empty when the key is free. Places lists every identity that holds a place (nil
-	// for an exclusive hold).
+	// Holder and Places say who holds the key, as in BackendView: Places every identity that
+	// holds a place, sorted (nil when none does), Holder the exclusive holder when it is not
+	// among Places, else the first place; both empty when the key is free.
 	Holder string
 	Places []string
 	// Polled marks a state that reads found, as opposed to one a watch pushed. A watch event
@@ -57,6 +58,11 @@ type KeyTimeline struct {
 	// once (a watch event that replaced one holder's value with another's while the first held
 	// it); only stores the observer watches can show this.
 	Overlaps []string
+}
+
+// view is the state as a BackendView.
+func (s KeyState) view() BackendView {
+	return BackendView{Known: s.Known, Held: s.Holder != "", Holder: s.Holder, Places: s.Places}
 }
 
 // Add records state s at s.At if it differs from the last one; a polled state that repeats the
@@ -100,9 +106,11 @@ type ViewCheck struct {
 
 // CheckBackendView checks every Held interval of the grants (from first seen Held to first
 // seen ended; until the end of observation if it never ended) against the timeline of the
-// lock's key: while a claim is Held, the backend must not hold the key for another identity
-// beyond grace. A free key is not judged here (the sampler's phantom check does, with the
-// grace a data-losing store needs); an unreadable backend says nothing.
+// lock's key: while a claim is Held, the backend must not hold the key against it for another
+// identity beyond grace (BackendView.excluders: an exclusive holder excludes every other hold,
+// and a place excludes an exclusive hold of another identity). A free key is not judged here
+// (the sampler's phantom check does, with the grace a data-losing store needs), nor is a shared
+// claim's missing place while others hold theirs; an unreadable backend says nothing.
 func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Duration) ViewCheck {
 	var out ViewCheck
 	byLock := map[string][]Grant{}
@@ -128,13 +136,13 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones into
 			// one mismatch [since, until].
 			var since, until time.Time // since is zero when there is no mismatch
-			var foreign string
+			var foreign []string       // every identity that held the key against g in it
 			report := func(ended bool) {
 				if since.IsZero() {
 					return
 				}
 				d := until.Sub(since)
-				successor := tokenOf[tl.Lock][foreign] > g.Token
+				successor := !slices.ContainsFunc(foreign, func(id string) bool { return tokenOf[tl.Lock][id] <= g.Token })
 				if ended && successor && d < grace {
 					out.Allowed++
 					out.Longest = max(out.Longest, d)
@@ -143,10 +151,10 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					if !ended {
 						how += " and the claim did not end"
 					}
-					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) was Held while the backend held key %s for %s, from %s %s",
-						tl.Lock, g.Claim, g.Token, g.Identity, tl.Key, foreign, since.Format(time.StampMilli), how))
+					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s, %s) was Held while the backend held key %s for %s, from %s %s",
+						tl.Lock, g.Claim, g.Token, g.Identity, modeWord(g), tl.Key, strings.Join(foreign, ", "), since.Format(time.StampMilli), how))
 				}
-				since = time.Time{}
+				since, foreign = time.Time{}, nil
 			}
 			for i, s := range tl.States {
 				stop := tl.End
@@ -154,7 +162,8 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					stop = tl.States[i+1].At
 				}
 				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
-				isForeign := s.Known && s.Holder != "" && s.Holder != g.Identity && !slices.Contains(s.Places, g.Identity)
+				against := s.view().excluders(g.Identity, g.Exclusive)
+				isForeign := len(against) > 0
 				if isForeign && s.Polled {
 					// Proven only at the reads: from the first to the last that found it. One
 					// read that began inside the Held interval is enough.
@@ -170,7 +179,12 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					// Unknown: neither starts nor ends a mismatch.
 				case isForeign:
 					if since.IsZero() {
-						since, foreign = from, s.Holder
+						since = from
+					}
+					for _, id := range against {
+						if !slices.Contains(foreign, id) {
+							foreign = append(foreign, id)
+						}
 					}
 					until = to
 				default:
