@@ -131,7 +131,7 @@ test-reliability-smoke: ## The reliability harness's short smoke set (faults, fe
 	hack/test-reliability.sh smoke
 
 .PHONY: test-reliability
-test-reliability: ## The reliability harness's full matrix (every fault on every backend, under an hour); writes the results table into docs/reliability.md.
+test-reliability: ## The reliability harness's full matrix (every fault on every backend, shared locks on each; about 70 minutes); writes the results table into docs/reliability.md.
 	hack/test-reliability.sh full
 
 .PHONY: test-reliability-mutants

@@ -23,7 +23,7 @@ shift || true
 case "$set_name" in
   smoke) timeout=15m; doc=() ;;
   mutants) timeout=25m; doc=(-doc "$PWD/docs/reliability.md") ;;
-  full) timeout=70m; doc=(-doc "$PWD/docs/reliability.md") ;;
+  full) timeout=100m; doc=(-doc "$PWD/docs/reliability.md") ;;
   *) echo "usage: $0 [smoke|full|mutants]" >&2; exit 2 ;;
 esac
 

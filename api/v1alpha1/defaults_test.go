@@ -35,6 +35,7 @@ var _ = Describe("Valid objects", func() {
 		Expect(k8sClient.Get(ctx, keyOf(lock), got)).To(Succeed())
 		Expect(got.Spec.BackendRef.Name).To(Equal(locksv1alpha1.BuiltinBackendName))
 		Expect(got.Spec.LeaseDurationSeconds).To(Equal(int32(30)))
+		Expect(got.Spec.MaxHolders).To(Equal(int32(1)), "a mutex by default")
 		Expect(got.Spec.Key).To(BeEmpty())
 		Expect(got.BackendKey(locksv1alpha1.KeyPolicyNamespaced)).To(Equal("lockwarden/" + ns + "/db"))
 		Expect(got.BackendKey(locksv1alpha1.KeyPolicyVerbatim)).To(Equal("lockwarden/"+ns+"/db"), "a lock without spec.key keeps its default key under Verbatim")
@@ -49,6 +50,7 @@ var _ = Describe("Valid objects", func() {
 				LockName:           "db",
 				Holder:             &locksv1alpha1.ClaimHolder{PodName: "web-0", Identity: "web"},
 				WaitTimeoutSeconds: ptr.To[int32](0),
+				Mode:               locksv1alpha1.LockModeExclusive,
 			},
 		}
 		Expect(k8sClient.Create(ctx, claim)).To(Succeed())
@@ -126,4 +128,15 @@ var _ = Describe("Valid objects", func() {
 				SecretReference: locksv1alpha1.SecretReference{Name: "db", Namespace: "lockwarden-system"}, Key: "dsn"}},
 		}, func(s locksv1alpha1.LockBackendSpec) { Expect(s.SQL.Table).To(Equal("lockwarden_locks")) }),
 	)
+})
+
+var _ = Describe("A LockClaim without a mode", func() {
+	It("is Shared", func() {
+		ns := newNamespace()
+		claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Spec: locksv1alpha1.LockClaimSpec{LockName: "db"}}
+		Expect(k8sClient.Create(ctx, claim)).To(Succeed())
+		got := &locksv1alpha1.LockClaim{}
+		Expect(k8sClient.Get(ctx, keyOf(claim), got)).To(Succeed())
+		Expect(got.Spec.Mode).To(Equal(locksv1alpha1.LockModeShared))
+	})
 })

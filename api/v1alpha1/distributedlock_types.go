@@ -63,6 +63,19 @@ type DistributedLockSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
 
+	// maxHolders is how many claims may hold the lock at once. 1, the default, makes a mutex. N
+	// makes a semaphore of N places: each Shared claim takes one, and an Exclusive claim holds
+	// the lock alone (a read/write lock: readers Shared, writers Exclusive). Raising it takes
+	// effect at once, with one exception: a lock of one place that is held when it is raised
+	// grants beside its holder only once that hold has ended, since that holder holds the lock
+	// exclusively. Lowering it takes effect as holders leave: no hold is taken away, and nothing
+	// is granted while the lock has as many holders as places or more.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxHolders int32 `json:"maxHolders,omitempty"`
+
 	// lockDelaySeconds is how long the lock stays free after a hold ends without a release: its
 	// holder pod died or was replaced, its heartbeat Lease expired, or the hold was lost. Nothing
 	// is granted until then (status.lockDelayUntil says when), so that a holder that may still be
@@ -98,11 +111,17 @@ const (
 	LossPolicyEvict LossPolicy = "Evict"
 )
 
-// LockHolder describes the current holder of a lock.
+// LockHolder describes one current holder of a lock.
 type LockHolder struct {
 	// claim is the name of the LockClaim that holds the lock.
 	// +required
 	Claim string `json:"claim"`
+
+	// mode is how the holder holds the lock: Exclusive (alone: an Exclusive claim, or any claim
+	// on a lock of one place) or Shared (one of the lock's places). Holds recorded before locks
+	// had places omit it and are Exclusive.
+	// +optional
+	Mode LockMode `json:"mode,omitempty"`
 
 	// identity is the holder identity on the backend (the pod's UID, or the claim's for a
 	// detached claim, unless the claim sets one).
@@ -133,7 +152,22 @@ type LockHolder struct {
 
 // DistributedLockStatus is the observed state of a DistributedLock.
 type DistributedLockStatus struct {
-	// holder is the current holder; absent while the lock is free.
+	// holders are the current holders, in the order they were granted: at most one Exclusive
+	// holder, or up to spec.maxHolders Shared ones (more only while a lowered maxHolders waits for
+	// holders to leave). Empty while the lock is free.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Holders []LockHolder `json:"holders,omitempty"`
+
+	// holding is the number of holders, for the printer columns.
+	// +optional
+	Holding int32 `json:"holding,omitempty"`
+
+	// holder is where lockwarden before shared locks recorded the one holder. The controller moves
+	// it into holders the first time it reconciles the lock, and never writes it.
+	//
+	// Deprecated: read status.holders.
 	// +optional
 	Holder *LockHolder `json:"holder,omitempty"`
 
@@ -167,12 +201,15 @@ type DistributedLockStatus struct {
 }
 
 // DistributedLock is one named lock on a backend. Pods ask for it with LockClaims; the controller
-// grants them one at a time in FIFO order and issues a fencing token at each grant.
+// grants them in FIFO order, one at a time or up to spec.maxHolders at once, and issues a fencing
+// token at each grant.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=dlock,categories=locks
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.backendRef.name`
-// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder.claim`
+// +kubebuilder:printcolumn:name="Holders",type=integer,JSONPath=`.status.holding`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxHolders`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holders[0].claim`,description="The first holder's claim"
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
 // +kubebuilder:printcolumn:name="Waiting",type=integer,JSONPath=`.status.waiting`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -227,4 +264,17 @@ type DistributedLockList struct {
 
 func init() {
 	SchemeBuilder.Register(&DistributedLock{}, &DistributedLockList{})
+}
+
+// CurrentHolders returns the lock's holders: status.holders, or, on a lock that a lockwarden
+// before shared locks last wrote, its one status.holder (which held exclusively).
+func (st *DistributedLockStatus) CurrentHolders() []LockHolder {
+	if len(st.Holders) > 0 || st.Holder == nil {
+		return st.Holders
+	}
+	h := *st.Holder
+	if h.Mode == "" {
+		h.Mode = LockModeExclusive
+	}
+	return []LockHolder{h}
 }

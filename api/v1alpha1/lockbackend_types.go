@@ -222,8 +222,8 @@ type SQLBackend struct {
 	DSNSecretRef SecretKeySelector `json:"dsnSecretRef"`
 
 	// table is the name of the lock table, created on first use with its sessions table,
-	// <table>_sessions. At most 54 characters, so that the sessions table's name fits the
-	// databases' 63-character identifiers.
+	// <table>_sessions, and the table of shared locks' places, <table>_places. At most 54
+	// characters, so that the sessions table's name fits the databases' 63-character identifiers.
 	// +optional
 	// +kubebuilder:default=lockwarden_locks
 	// +kubebuilder:validation:MaxLength=63

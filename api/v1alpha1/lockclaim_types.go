@@ -80,11 +80,40 @@ type LockClaimSpec struct {
 	// +optional
 	Holder *ClaimHolder `json:"holder,omitempty"`
 
+	// mode is how the claim holds the lock. Shared, the default, takes one of the lock's
+	// maxHolders places beside other Shared holders; Exclusive holds the lock alone, whatever
+	// maxHolders is, and waits until every holder has left. On a lock of one place (maxHolders 1,
+	// a mutex) both hold it alone. A read/write lock: maxHolders above 1, readers Shared, writers
+	// Exclusive. Claims are granted in order across modes: a waiting Exclusive claim keeps the
+	// Shared claims behind it waiting, so that readers cannot starve a writer. Immutable.
+	// +optional
+	// +kubebuilder:default=Shared
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable; create a new LockClaim to hold the lock in another mode"
+	Mode LockMode `json:"mode,omitempty"`
+
 	// waitTimeoutSeconds bounds how long the claim waits for the lock before it gives up with
 	// phase TimedOut; 0 tries once. Absent means wait forever.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	WaitTimeoutSeconds *int32 `json:"waitTimeoutSeconds,omitempty"`
+}
+
+// LockMode is how a claim holds a lock: beside other holders, or alone.
+// +kubebuilder:validation:Enum=Shared;Exclusive
+type LockMode string
+
+// The lock modes.
+const (
+	// LockModeShared takes one of the lock's places beside other Shared holders.
+	LockModeShared LockMode = "Shared"
+	// LockModeExclusive holds the lock alone.
+	LockModeExclusive LockMode = "Exclusive"
+)
+
+// IsValid says whether m is one of the lock modes, spelled as the API spells them. The empty
+// mode is not: in a claim it stands for the default, Shared.
+func (m LockMode) IsValid() bool {
+	return m == LockModeShared || m == LockModeExclusive
 }
 
 // ClaimPhase is a one-word summary of a claim for humans and columns. Programs should read the
@@ -161,7 +190,8 @@ type LockClaimStatus struct {
 }
 
 // LockClaim asks for a DistributedLock on behalf of a pod (or of itself, when detached). Claims
-// on one lock are granted one at a time in the order they were created.
+// on one lock are granted in the order they were created: one at a time on a mutex, several at
+// once on a lock with places (DistributedLock spec.maxHolders).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lclaim,categories=locks
@@ -169,6 +199,7 @@ type LockClaimStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.lockName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expireTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -21,6 +21,14 @@ const (
 	// PodLockAnnotation on a pod names the DistributedLock, in the pod's namespace, that the pod
 	// needs: the controller creates a LockClaim for the pod, owned by it.
 	PodLockAnnotation = "locks.lockwarden.io/lock"
+	// PodLockModeAnnotation, beside PodLockAnnotation, says how the pod holds the lock: Shared
+	// (the default when absent: one of the lock's spec.maxHolders places) or Exclusive (alone).
+	// The controller copies it into the claim's spec.mode when it creates the claim; a value that
+	// is neither gets no claim and a Warning event InvalidLockModeAnnotation on the pod. A claim's
+	// mode is immutable, so a value changed after the claim exists changes nothing: the pod holds
+	// or waits in its claim's mode, and a Warning event LockModeChanged on the pod says so. To
+	// hold in another mode, the pod is replaced (a new pod makes a new claim).
+	PodLockModeAnnotation = "locks.lockwarden.io/lock-mode"
 	// PodSchedulingGate, with PodLockAnnotation, keeps the pod unscheduled until its claim holds
 	// the lock. The controller removes it in the same write that adds the token annotation.
 	PodSchedulingGate = "locks.lockwarden.io/lock"

@@ -174,6 +174,25 @@ kind: DistributedLock
 spec:
   lockDelaySeconds: 3601
 `, `spec.lockDelaySeconds: Invalid value: 3601: spec.lockDelaySeconds in body should be less than or equal to 3600`),
+		Entry("a lock without places", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  maxHolders: 0
+`, `spec.maxHolders: Invalid value: 0: spec.maxHolders in body should be greater than or equal to 1`),
+		Entry("a lock of more than 1000 places", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  maxHolders: 1001
+`, `spec.maxHolders: Invalid value: 1001: spec.maxHolders in body should be less than or equal to 1000`),
+		Entry("an unknown claim mode", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  mode: Reader
+`, `spec.mode: Unsupported value: "Reader": supported values: "Shared", "Exclusive"`),
 		Entry("an unknown loss policy", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: DistributedLock
@@ -469,6 +488,8 @@ spec:
 			`spec: Invalid value: `+leaseNameImmutable),
 		Entry("a claim's holder identity", claim, set("someone-else", "spec", "holder", "identity"),
 			`spec.holder.identity: Invalid value: "someone-else": `+identityImmutable),
+		Entry("a claim's mode", claim, set("Exclusive", "spec", "mode"),
+			`spec.mode: Invalid value: "Exclusive": mode is immutable; create a new LockClaim to hold the lock in another mode`),
 		Entry("a lock's key", lock, set("jobs/weekly", "spec", "key"),
 			`spec.key: Invalid value: "jobs/weekly": `+keyImmutable),
 		Entry("a key added to a lock created without one", defaultLock, set("jobs/weekly", "spec", "key"),
@@ -488,6 +509,7 @@ spec:
 	It("allows the fields that may change", func() {
 		Expect(update(claim, set(int64(60), "spec", "waitTimeoutSeconds"))).To(Succeed())
 		Expect(update(lock, set(int64(120), "spec", "leaseDurationSeconds"))).To(Succeed())
+		Expect(update(lock, set(int64(5), "spec", "maxHolders"))).To(Succeed())
 		Expect(update(backend, set("redis-2:6379", "spec", "redis", "address"))).To(Succeed())
 	})
 })

@@ -31,6 +31,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -152,6 +153,10 @@ func acquiredLine(r *lockclient.Result) string {
 		r.Lock, r.Namespace, r.Holder(), r.FencingToken, r.Waited.Round(time.Millisecond), r.Claim)
 	if !r.ExpireTime.IsZero() {
 		fmt.Fprintf(&b, " expires=%s", r.ExpireTime.UTC().Format(time.RFC3339))
+	}
+	if r.Mode == locksv1alpha1.LockModeExclusive {
+		// Shared, the default, goes without saying (and on a lock of one place it holds alone).
+		fmt.Fprintf(&b, " mode=%s", r.Mode)
 	}
 	if r.Reattached {
 		b.WriteString(" reattached=true")

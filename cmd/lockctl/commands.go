@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -29,17 +30,22 @@ import (
 func (a *app) acquireCommand(k *kubeFlags) *cobra.Command {
 	var o acquireOptions
 	cmd := &cobra.Command{
-		Use:   "acquire --lock NAME [--try] [--timeout D] [--token-file PATH]",
+		Use:   "acquire --lock NAME [--mode Shared|Exclusive] [--try] [--timeout D] [--token-file PATH]",
 		Short: "Take a lock for this pod and wait for it (init containers)",
 		Long: `Take a lock for this pod and wait for it: the init-container command. The claim is the pod's,
 named by the downward API (POD_NAME, POD_NAMESPACE, POD_UID); the controller releases the lock
 when the pod ends. A restarted init container finds its claim again.
 
+--mode says how the pod holds a lock of several places (spec.maxHolders): Shared, the default,
+takes one place beside other Shared holders; Exclusive holds the lock alone (a writer beside
+Shared readers). On a lock of one place both hold it alone.
+
 With --try it does not queue: it takes the lock if the controller grants it at once, and
 otherwise withdraws the claim and exits 5 (busy). --timeout then bounds the wait for the
 controller's answer (default 30s).`,
 		Example: fmt.Sprintf(`  %[1]s acquire --lock db-migrate --timeout 15m --token-file /lock/token
-  %[1]s acquire --lock db-migrate --try || echo "someone else migrates"`, a.name()),
+  %[1]s acquire --lock db-migrate --try || echo "someone else migrates"
+  %[1]s acquire --lock reports --mode Exclusive --token-file /lock/token   # the writer of a read/write lock`, a.name()),
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -51,15 +57,32 @@ controller's answer (default 30s).`,
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
 	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
 	f.BoolVar(&o.try, "try", false, "Do not queue: take the lock only if it is granted at once, else exit code 5")
+	modeFlag(cmd, &o.mode)
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
 
 // acquireOptions are acquire's flags.
 type acquireOptions struct {
-	lock, tokenFile string
-	timeout         time.Duration
-	try             bool
+	lock, tokenFile, mode string
+	timeout               time.Duration
+	try                   bool
+}
+
+// modeFlag adds --mode, the claim's spec.mode, to cmd.
+func modeFlag(cmd *cobra.Command, mode *string) {
+	cmd.Flags().StringVar(mode, "mode", "", "How to hold a lock of several places: Shared (the default; one place beside other Shared holders) or Exclusive (alone)")
+	_ = cmd.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(
+		[]cobra.Completion{string(locksv1alpha1.LockModeShared), string(locksv1alpha1.LockModeExclusive)}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// parseMode checks a --mode value: empty (the default, Shared), Shared or Exclusive.
+func parseMode(mode string) (locksv1alpha1.LockMode, error) {
+	m := locksv1alpha1.LockMode(mode)
+	if mode != "" && !m.IsValid() {
+		return "", usagef("--mode must be %s or %s, not %q", locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, mode)
+	}
+	return m, nil
 }
 
 // acquire takes the lock for lockctl's own pod.
@@ -71,6 +94,10 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 		return usagef("--lock is required")
 	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
+	}
+	mode, err := parseMode(o.mode)
+	if err != nil {
+		return err
 	}
 	pod := a.podFromEnv()
 	if pod == nil {
@@ -89,7 +116,7 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout})
+	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ const (
 	exitError       = 1 // anything else: API server unreachable, token file not writable, ...
 	exitUsage       = 2 // bad flags or arguments, missing POD_* environment
 	exitTimedOut    = 3 // --timeout passed before the lock was granted
-	exitClaimFailed = 4 // lock, pod, backend or claim missing, claim ended, or forbidden
+	exitClaimFailed = 4 // lock, pod, backend or claim missing, claim ended, another mode, or forbidden
 	exitBusy        = 5 // acquire --try: the lock is taken
 )
 
@@ -79,7 +79,7 @@ func exitCode(cmd string, err error) int {
 		return exitTimedOut
 	case errors.Is(err, lockclient.ErrLockNotFound), errors.Is(err, lockclient.ErrPodNotFound),
 		errors.Is(err, lockclient.ErrForbidden), errors.Is(err, lockclient.ErrBackendNotFound), errors.Is(err, lockclient.ErrKeyConflict),
-		errors.Is(err, lockclient.ErrClaimNotFound), errors.Is(err, lockclient.ErrClaimEnded):
+		errors.Is(err, lockclient.ErrClaimNotFound), errors.Is(err, lockclient.ErrClaimEnded), errors.Is(err, lockclient.ErrModeConflict):
 		return exitClaimFailed
 	}
 	return exitError
@@ -211,6 +211,8 @@ func errorLine(prog, cmd string, err error) string {
 		hint = fmt.Sprintf("list the claims with: kubectl get lockclaims -n %s", ns)
 	case errors.Is(err, lockclient.ErrClaimEnded):
 		hint = fmt.Sprintf("run %s again to queue a new claim", prog)
+	case errors.Is(err, lockclient.ErrModeConflict):
+		hint = "give --mode the claim's mode (the pod's locks.lockwarden.io/lock-mode annotation sets it) or leave --mode out"
 	}
 	var cmdErr *commandError
 	switch {

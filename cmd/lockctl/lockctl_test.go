@@ -65,11 +65,11 @@ var _ = Describe("lockctl acquire", func() {
 		Expect([]string{st.Queue[0].Pod, st.Queue[1].Pod}).To(Equal([]string{"web-2", "web-3"}))
 		code, stdout, _ = run(nil, "status", "db-migrate", "-n", ns)
 		Expect(code).To(Equal(exitOK))
-		Expect(stdout).To(ContainSubstring("Holder:      pod web-1"))
+		Expect(stdout).To(ContainSubstring("Places:      1 (a mutex), held\nHolders:     1 (last token " + strconv.FormatInt(t1, 10) + ")\n  1. pod web-1 "))
 		Expect(stdout).To(MatchRegexp(`(?m)^  1\. pod web-2 .*\n  2\. pod web-3 `))
 		code, stdout, _ = run(nil, "status", "-n", ns)
 		Expect(code).To(Equal(exitOK))
-		Expect(stdout).To(MatchRegexp(`(?m)^db-migrate\s+pod web-1 .*\s2\s+true$`))
+		Expect(stdout).To(MatchRegexp(`(?m)^db-migrate\s+1/1\s+pod web-1 .*\s2\s+true$`))
 
 		// The first pod releases its own claim (the init container after its migration).
 		code, stdout, stderr = run(podEnv(p1), "release", "--lock", "db-migrate")

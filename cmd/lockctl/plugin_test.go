@@ -76,7 +76,7 @@ var _ = Describe("kubectl lock", func() {
 
 		code, stdout, stderr = kubectl(path, nil, "lock", "status", "db-migrate", "-n", ns)
 		Expect(code).To(Equal(exitOK), stderr)
-		Expect(stdout).To(ContainSubstring("Holder:      pod web-1"))
+		Expect(stdout).To(MatchRegexp(`(?m)^  1\. pod web-1 \(claim `))
 
 		// run waits for the lock; with --timeout it gives up with exit code 124, and says how to
 		// look, in kubectl's words.
@@ -150,7 +150,7 @@ var _ = Describe("The connection flags", func() {
 		// --context: another server, and the context's namespace.
 		code, stdout, stderr := run(nil, "status", "--kubeconfig", kc, "--context", "team")
 		Expect(code).To(Equal(exitOK), stderr)
-		Expect(stdout).To(MatchRegexp(`(?m)^db-migrate\s+<none>\s`))
+		Expect(stdout).To(MatchRegexp(`(?m)^db-migrate\s+0/1\s+<none>\s`))
 		code, stdout, stderr = run([]string{"KUBECONFIG=" + kc}, "status", "db-migrate", "--context=team", "-o", "json")
 		Expect(code).To(Equal(exitOK), stderr)
 		Expect(stdout).To(ContainSubstring(`"namespace": "` + ns + `"`))

@@ -144,6 +144,12 @@ func TestCompletionScripts(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(stdout, "text\njson\nyaml\n:4\n") {
 		t.Errorf("__complete status -o '': exit %d, stdout %q", code, stdout)
 	}
+	for _, cmd := range []string{"acquire", "run"} {
+		code, stdout, _ = invoke("lockctl", "__complete", cmd, "--mode", "")
+		if code != exitOK || !strings.HasPrefix(stdout, "Shared\nExclusive\n:4\n") {
+			t.Errorf("__complete %s --mode '': exit %d, stdout %q", cmd, code, stdout)
+		}
+	}
 	code, stdout, _ = invoke("kubectl lock", "__complete", "status", "--cont")
 	if code != exitOK || !hasLines(stdout, "--context\t") {
 		t.Errorf("__complete status --cont: exit %d, stdout %q", code, stdout)

@@ -43,14 +43,15 @@ import (
 func (a *app) runCommand(k *kubeFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run --lock NAME [--try] [--timeout D] [--grace D] [--heartbeat D] [--token-file PATH] -- COMMAND [ARG...]",
+		Use:   "run --lock NAME [--mode Shared|Exclusive] [--try] [--timeout D] [--grace D] [--heartbeat D] [--token-file PATH] -- COMMAND [ARG...]",
 		Short: "Hold a lock while a command runs",
 		Long: `Take the lock, run COMMAND with the fencing token in LOCKWARDEN_FENCING_TOKEN, release the lock
 when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM and
 SIGKILL after --grace. A signal (INT, TERM, HUP, QUIT) while lockctl waits for the lock withdraws
 the claim; once COMMAND runs, lockctl passes such signals on to it. With --try lockctl does not
-queue: if the lock is not granted at once, COMMAND does not run. Flags end at COMMAND; "--"
-before it is optional.
+queue: if the lock is not granted at once, COMMAND does not run. --mode says how to hold a lock
+of several places (spec.maxHolders): Shared, the default, beside other Shared holders, or
+Exclusive, alone. Flags end at COMMAND; "--" before it is optional.
 
 Outside a pod (no POD_NAME), the claim carries a heartbeat: a Lease named after the claim, which
 lockctl renews every third of --heartbeat and deletes when it exits. If lockctl is killed
@@ -73,7 +74,8 @@ Exit codes: COMMAND's own, or one of lockctl's, which COMMAND's usual codes do n
 A COMMAND that exits 120 to 127 itself looks like lockctl; lockctl's own failures also print
 one line starting with "lockctl:" on stderr.`,
 		Example: fmt.Sprintf(`  %[1]s run --lock nightly-migration -n team-a --timeout 10m -- ./migrate.sh
-  %[1]s run --lock nightly-report --try -- ./report.sh   # skip the run if another one holds the lock`, a.name()),
+  %[1]s run --lock nightly-report --try -- ./report.sh   # skip the run if another one holds the lock
+  %[1]s run --lock reports --mode Exclusive -- ./migrate.sh   # alone, while readers hold it Shared`, a.name()),
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return a.run(k, &o, args)
@@ -87,13 +89,14 @@ one line starting with "lockctl:" on stderr.`,
 	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
 	f.DurationVar(&o.heartbeat, "heartbeat", defaultHeartbeat, "Outside a pod: release the lock this long after lockctl stops renewing its heartbeat Lease (killed, machine down); 0 turns the heartbeat off and the claim holds until deleted")
 	f.BoolVar(&o.try, "try", false, "Do not queue: run the command only if the lock is granted at once, else exit code 121")
+	modeFlag(cmd, &o.mode)
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
 
 // runOptions are run's flags.
 type runOptions struct {
-	lock, tokenFile           string
+	lock, tokenFile, mode     string
 	timeout, grace, heartbeat time.Duration
 	try                       bool
 }
@@ -111,6 +114,10 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		return usagef("--lock is required")
 	case o.timeout < 0 || o.grace < 0 || o.heartbeat < 0:
 		return usagef("--timeout, --grace and --heartbeat must not be negative")
+	}
+	mode, err := parseMode(o.mode)
+	if err != nil {
+		return err
 	}
 	// Before queueing: a command that cannot run must not take the lock from those that can.
 	if _, err := exec.LookPath(command[0]); err != nil {
@@ -137,7 +144,7 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Timeout: o.timeout}
+	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Timeout: o.timeout}
 	if pod == nil {
 		req.Heartbeat = o.heartbeat
 	}

@@ -68,7 +68,8 @@ func applySamples(ns, file string, dryRun bool) {
 var _ = Describe("The lockctl samples", func() {
 	It("are accepted by the API server", func() {
 		ns := newNamespace()
-		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "heartbeat-claim.yaml"} {
+		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "heartbeat-claim.yaml",
+			"gated-deployment.yaml", "gated-job.yaml", "semaphore-job.yaml", "read-write-lock.yaml"} {
 			applySamples(ns, file, true)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -36,8 +38,10 @@ func (a *app) statusCommand(k *kubeFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [LOCK] [-o text|json|yaml]",
 		Short: "Show who holds a lock and who waits for it",
-		Long: `Show a lock's backend, holder, fencing token, expiry and queue in grant order; without LOCK, a
-table of every lock in the namespace (this needs list on distributedlocks).`,
+		Long: `Show a lock's backend, places (spec.maxHolders), every holder with its mode, fencing token and
+expiry, and the queue in grant order; without LOCK, a table of every lock in the namespace (this
+needs list on distributedlocks). With -o json or yaml, "holders" lists every holder; "holder", the
+first of them, is kept for scripts written before shared locks.`,
 		Example: fmt.Sprintf(`  %[1]s status db-migrate -n team-a
   %[1]s status -n team-a -o yaml`, a.name()),
 		Args:              cobra.ArbitraryArgs,
@@ -101,7 +105,7 @@ func (a *app) status(k *kubeFlags, output string, rest []string) error {
 	return nil
 }
 
-// printLock describes one lock for humans.
+// printLock describes one lock for humans: its places, every holder and the queue.
 func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 	ready := "ready"
 	if !s.Ready {
@@ -109,39 +113,76 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 	}
 	fmt.Fprintf(w, "Lock:        %s/%s\n", s.Namespace, s.Lock)
 	fmt.Fprintf(w, "Backend:     %s (%s)\n", s.Backend, ready)
-	if h := s.Holder; h != nil {
-		fmt.Fprintf(w, "Holder:      %s\n", holderName(h.Claim, h.Pod))
-		fmt.Fprintf(w, "Token:       %d\n", h.FencingToken)
-		fmt.Fprintf(w, "Acquired:    %s (%s ago)\n", h.AcquireTime.UTC().Format(time.RFC3339), since(now, h.AcquireTime))
-		if h.ExpireTime != nil {
-			fmt.Fprintf(w, "Expires:     %s (in %s)\n", h.ExpireTime.UTC().Format(time.RFC3339), since(*h.ExpireTime, now))
-		}
+	fmt.Fprintf(w, "Places:      %s\n", places(s))
+	if len(s.Holders) == 0 {
+		fmt.Fprintf(w, "Holders:     none (last token %d)\n", s.LastFencingToken)
 	} else {
-		fmt.Fprintf(w, "Holder:      none (last token %d)\n", s.LastFencingToken)
+		fmt.Fprintf(w, "Holders:     %d (last token %d)\n", len(s.Holders), s.LastFencingToken)
+	}
+	for i, h := range s.Holders {
+		fmt.Fprintf(w, "  %d. %s, %s, token %d, acquired %s (%s ago)", i+1, holderName(h.Claim, h.Pod), h.Mode, h.FencingToken,
+			h.AcquireTime.UTC().Format(time.RFC3339), since(now, h.AcquireTime))
+		if h.ExpireTime != nil {
+			fmt.Fprintf(w, ", expires %s (in %s)", h.ExpireTime.UTC().Format(time.RFC3339), since(*h.ExpireTime, now))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "Queue:       %d waiting\n", len(s.Queue))
 	for _, q := range s.Queue {
-		fmt.Fprintf(w, "  %d. %s, waiting %s (%s)\n", q.Position, holderName(q.Claim, q.Pod), since(now, q.Created), q.Reason)
+		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)\n", q.Position, holderName(q.Claim, q.Pod), q.Mode, since(now, q.Created), q.Reason)
 	}
 }
 
-// printLocks lists every lock of a namespace as a table.
+// places describes a lock's places and how they are taken: "1 (a mutex), held",
+// "3, 2 held, 1 free".
+func places(s *lockclient.LockStatus) string {
+	n, held := int(max(s.MaxHolders, 1)), len(s.Holders)
+	if n == 1 && held <= 1 {
+		if held == 0 {
+			return "1 (a mutex), free"
+		}
+		return "1 (a mutex), held"
+	}
+	exclusive := slices.ContainsFunc(s.Holders, func(h lockclient.HolderStatus) bool { return h.Mode == locksv1alpha1.LockModeExclusive })
+	free := max(n-held, 0)
+	if exclusive {
+		free = 0
+	}
+	desc := fmt.Sprintf("%d, %d held, %d free", n, held, free)
+	switch {
+	case exclusive:
+		desc += " (an Exclusive holder holds the lock alone)"
+	case held > n:
+		desc += " (maxHolders was lowered: nothing is granted until fewer hold it)"
+	}
+	return desc
+}
+
+// printLocks lists every lock of a namespace as a table: one line per lock, with its first
+// holder and how many more hold it.
 func printLocks(w io.Writer, ns string, locks []lockclient.LockStatus, now time.Time) {
 	if len(locks) == 0 {
 		fmt.Fprintf(w, "No DistributedLocks in namespace %s.\n", ns)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tHOLDER\tTOKEN\tEXPIRES\tWAITING\tREADY")
+	fmt.Fprintln(tw, "LOCK\tHELD\tHOLDER\tTOKEN\tEXPIRES\tWAITING\tREADY")
 	for _, s := range locks {
 		holder, token, expires := "<none>", "-", "-"
-		if h := s.Holder; h != nil {
+		if len(s.Holders) > 0 {
+			h := s.Holders[0]
 			holder, token = holderName(h.Claim, h.Pod), fmt.Sprint(h.FencingToken)
+			if h.Mode == locksv1alpha1.LockModeExclusive && s.MaxHolders > 1 {
+				holder += " Exclusive"
+			}
+			if more := len(s.Holders) - 1; more > 0 {
+				holder += fmt.Sprintf(" and %d more", more)
+			}
 			if h.ExpireTime != nil {
 				expires = "in " + since(*h.ExpireTime, now)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\n", s.Lock, holder, token, expires, len(s.Queue), s.Ready)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%t\n", s.Lock, len(s.Holders), max(s.MaxHolders, 1), holder, token, expires, len(s.Queue), s.Ready)
 	}
 	_ = tw.Flush()
 }
@@ -153,11 +194,15 @@ func holderName(claim, pod string) string {
 	return "pod " + pod + " (claim " + claim + ")"
 }
 
-// since is later-earlier, rounded for humans.
+// since is later-earlier, rounded to the second for humans: "0s", "20s", "1m", "1h2m".
 func since(later, earlier time.Time) string {
-	d := later.Sub(earlier)
-	if d < 0 {
-		d = 0
+	d := max(later.Sub(earlier), 0)
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
 	}
-	return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -37,6 +37,7 @@ func TestTrimPod(t *testing.T) {
 			Labels: map[string]string{"app": "web"},
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:                    "db-migration",
+				locksv1alpha1.PodLockModeAnnotation:                "Exclusive",
 				locksv1alpha1.PodFencingTokenAnnotation:            "7",
 				"kubectl.kubernetes.io/last-applied-configuration": `{"a very": "long document"}`,
 			},
@@ -58,6 +59,7 @@ func TestTrimPod(t *testing.T) {
 			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:         "db-migration",
+				locksv1alpha1.PodLockModeAnnotation:     "Exclusive",
 				locksv1alpha1.PodFencingTokenAnnotation: "7",
 			},
 		},

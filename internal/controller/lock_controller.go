@@ -131,10 +131,9 @@ type lockScope struct {
 	holders []*locksv1alpha1.LockClaim
 	// waiters are the claims still queued, in FIFO order, once the pass has decided.
 	waiters []*locksv1alpha1.LockClaim
-	// granted is the claim the pass granted the lock to, and acquired its backend hold, given
-	// back if the lock record cannot be written.
-	granted  *locksv1alpha1.LockClaim
-	acquired *backends.Lease
+	// grants are the claims the pass granted the lock to, in queue order, with their backend
+	// holds, given back if the lock record cannot be written.
+	grants []grant
 	// writeLow says whether the lock's low-priority status (the waiting count) is written in
 	// this pass, which starts a round of low-priority claim writes.
 	writeLow bool
@@ -146,6 +145,20 @@ type lockScope struct {
 	// retryErr is an error to return once the pass has written what it decided, so that the
 	// work queue retries with backoff (a backend that failed).
 	retryErr error
+}
+
+// grant is one claim granted in a pass and the backend hold taken for it.
+type grant struct {
+	claim *locksv1alpha1.LockClaim
+	lease backends.Lease
+	// record is the index of the entry the grant added to the lock record's holders; writeLock
+	// sets its token.
+	record int
+}
+
+// maxHolders is the lock's number of places.
+func (s *lockScope) maxHolders() int32 {
+	return max(s.lock.Spec.MaxHolders, 1)
 }
 
 // lockStep is one step of a pass.

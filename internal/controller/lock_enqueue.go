@@ -80,7 +80,7 @@ func holdsFirst() handler.TypedEventHandler[*locksv1alpha1.DistributedLock, reco
 // appearPriority is the priority of the first pass of a lock the informer shows for the first
 // time: resumePriority when it records a hold, none (the builder's default) when not.
 func appearPriority(lock *locksv1alpha1.DistributedLock) *int {
-	if lock == nil || lock.Status.Holder == nil {
+	if lock == nil || len(lock.Status.CurrentHolders()) == 0 {
 		return nil
 	}
 	return ptr.To(resumePriority)

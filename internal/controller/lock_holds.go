@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -72,10 +73,20 @@ func (s *lockScope) holdKey(identity string) renewal.HoldKey {
 // record without one was granted before values were derived: the backend then holds identity
 // itself.
 func (s *lockScope) backendIdentity(id string) string {
-	if rec := s.lock.Status.Holder; rec != nil && rec.Identity == id {
+	if rec := s.recordOf(id); rec != nil {
 		return recordBackendIdentity(rec)
 	}
 	return identity.OnBackend(s.lock.UID, id)
+}
+
+// recordOf returns the lock record's entry of identity's hold; nil when it holds nothing.
+func (s *lockScope) recordOf(id string) *locksv1alpha1.LockHolder {
+	for i := range s.lock.Status.Holders {
+		if rec := &s.lock.Status.Holders[i]; rec.Identity == id {
+			return rec
+		}
+	}
+	return nil
 }
 
 // recordBackendIdentity is the value on the backend of the hold rec records.
@@ -87,14 +98,16 @@ func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
 }
 
 // endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
-// and releases the backend hold once no claim shares it.
+// and releases each backend hold once no claim shares it.
 func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) error {
-	rec := s.lock.Status.Holder
-	var keep, ended []*locksv1alpha1.LockClaim
-	unreleased := false
+	recs := s.lock.Status.Holders
+	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
+	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
+	unreleased := make([]bool, len(recs))
 	for _, c := range s.claims {
+		i := recordIndex(recs, c)
 		switch {
-		case sharesRecord(rec, c):
+		case i >= 0:
 			end := holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
 				lockName: s.lock.Name, pod: s.podVerdict(c),
@@ -103,12 +116,12 @@ func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) 
 				end = nil
 			}
 			if end == nil {
-				keep = append(keep, c)
+				keep[i] = append(keep[i], c)
 				continue
 			}
 			r.endClaim(s, c, end)
-			ended = append(ended, c)
-			unreleased = unreleased || end.unreleased
+			ended[i] = append(ended[i], c)
+			unreleased[i] = unreleased[i] || end.unreleased
 		case isHeld(c):
 			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
 			// write did not land, or a newer grant replaced it.
@@ -120,22 +133,41 @@ func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) 
 			r.endClaim(s, c, end)
 		}
 	}
-	if rec == nil {
-		return nil
-	}
-	if len(keep) == 0 {
-		if err := r.releaseRecord(ctx, s, rec, ended); err != nil {
+	var kept []locksv1alpha1.LockHolder
+	for i := range recs {
+		rec := &recs[i]
+		if len(keep[i]) == 0 {
+			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
+				return err
+			}
+			if unreleased[i] {
+				s.startLockDelay()
+			}
+			continue
+		}
+		if !sharesRecordName(keep[i], rec.Claim) {
+			rec.Claim = keep[i][0].Name // an heir of the same identity keeps the entry
+		}
+		lost, err := r.keepRecord(ctx, s, rec, keep[i])
+		if err != nil {
 			return err
 		}
-		if unreleased {
-			s.startLockDelay()
+		if !lost {
+			kept = append(kept, *rec)
 		}
-		return nil
 	}
-	if !sharesRecordName(keep, rec.Claim) {
-		rec.Claim = keep[0].Name // an heir of the same identity keeps the entry
+	s.lock.Status.Holders = kept
+	return nil
+}
+
+// recordIndex is the index of the lock record's entry that claim c is part of; -1 for none.
+func recordIndex(recs []locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) int {
+	for i := range recs {
+		if sharesRecord(&recs[i], c) {
+			return i
+		}
 	}
-	return r.keepRecord(ctx, s, rec, keep)
+	return -1
 }
 
 func sharesRecordName(claims []*locksv1alpha1.LockClaim, name string) bool {
@@ -161,8 +193,8 @@ func (r *DistributedLockReconciler) endClaim(s *lockScope, c *locksv1alpha1.Lock
 	markEnded(c, end.phase, end.reason, end.message, s.now)
 }
 
-// releaseRecord frees the backend hold of the record once no claim shares it, owner-checked, and
-// clears the record. A hold whose claims were deleted by hand is released the same way.
+// releaseRecord frees the backend hold of a record entry once no claim shares it, owner-checked;
+// the caller drops the entry. A hold whose claims were deleted by hand is released the same way.
 func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, ended []*locksv1alpha1.LockClaim) error {
 	hold := s.holdKey(rec.Identity)
 	h, tracked := r.Renewer.Lookup(hold)
@@ -184,7 +216,7 @@ func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockSc
 		}
 		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
 	default:
-		lease := backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl}
+		lease := backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, Shared: recordShared(rec)}
 		if tracked {
 			lease = h.Lease
 		}
@@ -192,14 +224,20 @@ func (r *DistributedLockReconciler) releaseRecord(ctx context.Context, s *lockSc
 			return fmt.Errorf("releasing %s: %w", s.key, err)
 		}
 	}
-	s.lock.Status.Holder = nil
 	return nil
+}
+
+// recordShared says whether a record entry is one place of a shared lock (entries written before
+// locks had places are exclusive).
+func recordShared(rec *locksv1alpha1.LockHolder) bool {
+	return rec.Mode == locksv1alpha1.LockModeShared
 }
 
 // keepRecord looks after a hold that goes on: it reports a hold the backend lost, resumes one the
 // Renewer does not know (after a restart or a leader change), and marks Held the claims of the
-// record whose grant's status write never landed.
-func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) error {
+// entry whose grant's status write never landed. It says whether the hold was lost, in which case
+// the caller drops the entry.
+func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (bool, error) {
 	hold := s.holdKey(rec.Identity)
 	h, tracked := r.Renewer.Lookup(hold)
 	switch {
@@ -208,16 +246,18 @@ func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope
 		if h.LastError != nil {
 			msg = fmt.Sprintf("The lock expired without a successful renewal: %v", h.LastError)
 		}
-		return r.loseRecord(s, hold, keep, msg)
+		r.loseRecord(s, hold, keep, msg)
+		return true, nil
 	case !tracked:
 		resumed, msg, err := r.resume(ctx, s, rec, keep)
 		switch {
 		case err != nil:
-			return err
+			return false, err
 		case msg != "":
-			return r.loseRecord(s, hold, keep, msg)
+			r.loseRecord(s, hold, keep, msg)
+			return true, nil
 		case resumed == nil:
-			return nil // cannot resume now; the pass looks again
+			return false, nil // cannot resume now; the pass looks again
 		}
 		h = renewal.Hold{Lease: *resumed, RenewTime: s.now}
 	}
@@ -227,23 +267,21 @@ func (r *DistributedLockReconciler) keepRecord(ctx context.Context, s *lockScope
 			markHeld(c, rec.Identity, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
 		}
 	}
-	s.holders = keep
-	return nil
+	s.holders = append(s.holders, keep...)
+	return false, nil
 }
 
-// loseRecord ends every held claim of a hold the backend no longer has. A claim the record
-// names whose grant never reached its status (a leader stopped in between, and the hold expired
-// before the next one resumed it) was never told it held anything: it queues again.
-func (r *DistributedLockReconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*locksv1alpha1.LockClaim, msg string) error {
+// loseRecord ends every held claim of a hold the backend no longer has. A claim the entry names
+// whose grant never reached its status (a leader stopped in between, and the hold expired before
+// the next one resumed it) was never told it held anything: it queues again.
+func (r *DistributedLockReconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*locksv1alpha1.LockClaim, msg string) {
 	for _, c := range keep {
 		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
 		if isHeld(c) {
 			r.endClaim(s, c, lostEnding(msg))
 		}
 	}
-	s.lock.Status.Holder = nil
 	s.startLockDelay()
-	return nil
 }
 
 // startLockDelay holds back the next grant for the lock's lockDelaySeconds from now: the hold
@@ -275,7 +313,7 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 			return nil, "The lock expired while no controller could renew it (its backend is unusable)", nil
 		}
 		s.wait = soonest(s.wait, min(expire.Sub(s.now), 5*time.Second))
-		s.holders = keep
+		s.holders = append(s.holders, keep...)
 		return nil, "", nil
 	}
 	if records, ok := backends.AsRecordKeeper(s.backend); ok {
@@ -290,6 +328,9 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 		}
 		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
 		return &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
+	}
+	if recordShared(rec) {
+		return r.resumePlace(ctx, s, rec)
 	}
 	current, err := s.backend.Inspect(ctx, s.key)
 	switch {
@@ -314,17 +355,43 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 	return &lease, "", nil
 }
 
+// resumePlace is resume for one place of a shared lock: the place must still be on the backend,
+// and is refreshed there. A place is never taken anew on resumption, even if one is free: the
+// hold it had may have lapsed in between.
+func (r *DistributedLockReconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder) (*backends.Lease, string, error) {
+	sharer, ok := backends.AsSharer(s.backend)
+	if !ok {
+		return nil, "The backend no longer holds shared locks", nil
+	}
+	holders, err := sharer.Holders(ctx, s.key)
+	if err != nil {
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	if !slices.ContainsFunc(holders, func(l backends.Lease) bool { return l.Shared && l.Identity == recordBackendIdentity(rec) }) {
+		return nil, "The lock expired while no controller renewed it: the backend no longer holds this holder's place", nil
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return nil, "", err
+	}
+	lease, err := sharer.TryAcquireShared(ctx, s.key, recordBackendIdentity(rec), s.ttl, int(s.maxHolders()))
+	switch {
+	case errors.Is(err, backends.ErrLocked):
+		return nil, "Another client took the lock on the backend", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Resumed place", "key", s.key, "fencingToken", rec.FencingToken)
+	return &lease, "", nil
+}
+
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
 // confirmation, and says when the next refresh is due.
 func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope) error {
-	if len(s.holders) == 0 {
-		return nil
-	}
-	h, tracked := r.Renewer.Lookup(s.holdKey(s.holders[0].Status.HolderIdentity))
-	if !tracked || h.Lost {
-		return nil
-	}
 	for _, c := range s.holders {
+		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
+		if !tracked || h.Lost {
+			continue
+		}
 		var expire *time.Time
 		if t := c.Status.ExpireTime; t != nil {
 			expire = &t.Time

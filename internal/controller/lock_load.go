@@ -71,6 +71,9 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 		return s, nil
 	}
 	s.lock, s.readLock = lock, lock.DeepCopy()
+	// A lock last written before shared locks records its holder in status.holder: the pass
+	// moves it into status.holders, and its write clears the old field.
+	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil
 	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
 	use, err := r.Backends.ForLock(ctx, lock)
 	switch {

@@ -199,11 +199,14 @@ func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
 }
 
 // queuedMessage says where a waiting claim stands.
-func queuedMessage(holderClaim string, position int32) string {
-	if holderClaim != "" {
-		return fmt.Sprintf("Held by claim %s; position %d in the queue", holderClaim, position)
+func queuedMessage(holders []locksv1alpha1.LockHolder, position int32) string {
+	switch len(holders) {
+	case 0:
+		return fmt.Sprintf("Waiting behind %d claim(s)", position-1)
+	case 1:
+		return fmt.Sprintf("Held by claim %s; position %d in the queue", holders[0].Claim, position)
 	}
-	return fmt.Sprintf("Waiting behind %d claim(s)", position-1)
+	return fmt.Sprintf("Held by %d claims; position %d in the queue", len(holders), position)
 }
 
 // refreshDue says whether a held claim's status.expireTime must be moved forward now: once it is

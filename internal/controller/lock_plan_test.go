@@ -208,7 +208,7 @@ func TestRefreshDue(t *testing.T) {
 
 func TestAppearPriority(t *testing.T) {
 	free := &locksv1alpha1.DistributedLock{}
-	held := &locksv1alpha1.DistributedLock{Status: locksv1alpha1.DistributedLockStatus{Holder: &locksv1alpha1.LockHolder{Claim: "c"}}}
+	held := &locksv1alpha1.DistributedLock{Status: locksv1alpha1.DistributedLockStatus{Holders: []locksv1alpha1.LockHolder{{Claim: "c"}}}}
 	if p := appearPriority(free); p != nil {
 		t.Errorf("a free lock: priority %d, want the default", *p)
 	}

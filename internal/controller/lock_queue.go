@@ -28,6 +28,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/fencing"
 	"github.com/lockwarden/lockwarden/internal/identity"
 	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/renewal"
@@ -98,41 +99,94 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 		queue = append(queue, &queued{claim: c, podMissing: v.podMissing, heartbeatMissing: v.heartbeatMissing})
 	}
 	delayed := s.lockDelayed()
-	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed &&
-		planGrants(s.waiterSlots(queue), s.holdSlots(), 1) > 0 {
+	planned := 0
+	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
+		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
+		planned = min(planGrants(s.waiterSlots(queue), s.mutatedHoldSlots(queue), s.mutatedPlaces()), fencing.PerWrite)
+	}
+	if planned > 0 {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
 			return err
 		}
-		queue[0].tried = true
-		if err := r.tryHead(ctx, s, queue[0].claim); err != nil {
+	}
+	tried := 0
+	for tried < planned {
+		q := queue[tried]
+		if s.grantedIdentity(s.identityOf(q.claim)) {
+			// It shares a place granted in this pass, whose token is not issued yet: it joins
+			// the hold in the next pass, and those behind it wait for that.
+			s.wait = soonest(s.wait, time.Millisecond)
+			break
+		}
+		q.tried = true
+		tried++
+		granted, err := r.tryGrant(ctx, s, q.claim)
+		if err != nil {
 			return err
 		}
-		if s.granted != nil {
-			queue = queue[1:]
+		if !granted {
+			break
 		}
 	}
-	r.markQueue(s, queue, delayed)
+	r.markQueue(s, queue[len(s.grants):], delayed)
 	return nil
 }
 
-// waiterSlots describes the queue to planGrants. Every claim asks for the lock exclusively until
-// locks have places (maxHolders).
+// grantedIdentity says whether the pass granted a place to identity already.
+func (s *lockScope) grantedIdentity(id string) bool {
+	for _, g := range s.grants {
+		if s.lock.Status.Holders[g.record].Identity == id {
+			return true
+		}
+	}
+	return false
+}
+
+// claimMode is how claim c would hold the lock.
+func (s *lockScope) claimMode(c *locksv1alpha1.LockClaim) grantMode {
+	return effectiveMode(c.Spec.Mode == locksv1alpha1.LockModeExclusive, s.maxHolders())
+}
+
+// waiterSlots describes the queue to planGrants.
 func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
 	slots := make([]waiterSlot, len(queue))
 	for i, q := range queue {
-		slots[i] = waiterSlot{mode: grantExclusive, identity: s.identityOf(q.claim), blocked: q.podMissing || q.heartbeatMissing != ""}
+		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim), blocked: q.podMissing || q.heartbeatMissing != ""}
 	}
 	return slots
 }
 
-// holdSlots describes the lock's current hold to planGrants.
+// holdSlots describes the lock's current holds to planGrants.
 func (s *lockScope) holdSlots() []holdSlot {
-	if rec := s.lock.Status.Holder; rec != nil {
-		return []holdSlot{{mode: grantExclusive, identity: rec.Identity}}
+	slots := make([]holdSlot, len(s.lock.Status.Holders))
+	for i, rec := range s.lock.Status.Holders {
+		mode := grantExclusive
+		if recordShared(&rec) {
+			mode = grantShared
+		}
+		slots[i] = holdSlot{mode: mode, identity: rec.Identity}
 	}
-	return nil
+	return slots
+}
+
+// mutatedPlaces is the lock's number of places as planGrants sees it: its maxHolders, unless a
+// mutant makes the pass ignore it.
+func (s *lockScope) mutatedPlaces() int32 {
+	if mutant.Active(mutant.IgnorePlaces) && s.maxHolders() > 1 {
+		return fencing.PerWrite
+	}
+	return s.maxHolders()
+}
+
+// mutatedHoldSlots is holdSlots as planGrants sees them: every hold, unless a mutant makes the
+// pass overlook the holders when an Exclusive claim is at the head of queue.
+func (s *lockScope) mutatedHoldSlots(queue []*queued) []holdSlot {
+	if mutant.Active(mutant.WriterBesideReaders) && len(queue) > 0 && s.claimMode(queue[0].claim) == grantExclusive {
+		return nil
+	}
+	return s.holdSlots()
 }
 
 // lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
@@ -149,11 +203,12 @@ func (s *lockScope) lockDelayed() bool {
 	return wait > 0
 }
 
-// joinHold lets a waiting claim with the identity of the current holder share the hold and its
-// token (reentrancy), and tells whether it did.
+// joinHold lets a waiting claim with the identity of a current holder share its hold and token
+// (reentrancy), and tells whether it did. An Exclusive claim cannot join a Shared place: that
+// would make a reader a writer beside the other readers.
 func (r *DistributedLockReconciler) joinHold(s *lockScope, c *locksv1alpha1.LockClaim) bool {
-	rec := s.lock.Status.Holder
-	if rec == nil || s.identityOf(c) != rec.Identity {
+	rec := s.recordOf(s.identityOf(c))
+	if rec == nil || (recordShared(rec) && s.claimMode(c) == grantExclusive) {
 		return false
 	}
 	h, ok := r.Renewer.Lookup(s.holdKey(rec.Identity))
@@ -166,22 +221,30 @@ func (r *DistributedLockReconciler) joinHold(s *lockScope, c *locksv1alpha1.Lock
 	return true
 }
 
-// tryHead takes the lock on the backend for the head of the queue, once. On success the lock
-// record names the head; writeLock issues its token.
-func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, head *locksv1alpha1.LockClaim) error {
+// tryGrant takes the lock, or one of its places, on the backend for claim c, the first of the
+// queue that this pass has not granted, once, and says whether it did. On success the pass adds c
+// to the lock record, and writeLock issues its token.
+func (r *DistributedLockReconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (bool, error) {
 	// No lock is taken for a claim that could vanish without releasing it.
-	if err := r.ensureFinalizer(ctx, s, head); err != nil {
-		return err
+	if err := r.ensureFinalizer(ctx, s, c); err != nil {
+		return false, err
 	}
 	if err := checkGuard(r.Guard); err != nil {
-		return err
+		return false, err
 	}
-	id := s.identityOf(head)
+	id := s.identityOf(c)
 	onBackend := identity.OnBackend(s.lock.UID, id)
-	lease, err := s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
+	mode := s.claimMode(c)
+	acquire := s.acquirer(mode)
+	if acquire == nil {
+		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable,
+			fmt.Sprintf("LockBackend %s cannot hold shared locks; set maxHolders to 1 on DistributedLock %s", s.backendName, s.lock.Name))
+		return false, nil
+	}
+	lease, err := acquire(ctx, onBackend)
 	var locked *backends.LockedError
-	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, head, locked.Holder) {
-		lease, err = s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
+	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, c, locked.Holder) {
+		lease, err = acquire(ctx, onBackend)
 	}
 	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
 		lease = backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
@@ -201,24 +264,50 @@ func (r *DistributedLockReconciler) tryHead(ctx context.Context, s *lockScope, h
 			msg += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
 			retry = max(locked.ExpireTime.Sub(s.now), 100*time.Millisecond)
 		}
-		markWaiting(head, 1, true, locksv1alpha1.ReasonContended, msg)
+		markWaiting(c, 1, true, locksv1alpha1.ReasonContended, msg)
 		s.wait = soonest(s.wait, retry)
-		return nil
+		return false, nil
 	case err != nil:
-		markWaiting(head, 1, false, locksv1alpha1.ReasonBackendUnavailable, fmt.Sprintf("Backend %s: %v", s.backendName, err))
+		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable, fmt.Sprintf("Backend %s: %v", s.backendName, err))
 		s.retryErr = fmt.Errorf("acquiring %s: %w", s.key, err)
-		return nil
+		return false, nil
 	}
-	s.granted, s.acquired = head, &lease
 	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
-	s.lock.Status.Holder = &locksv1alpha1.LockHolder{
-		Claim:           head.Name,
+	rec := locksv1alpha1.LockHolder{
+		Claim:           c.Name,
+		Mode:            locksv1alpha1.LockModeExclusive,
 		Identity:        id,
 		BackendIdentity: lease.Identity,
 		AcquireTime:     *micro(s.now),
 		ExpireTime:      micro(lease.ExpireTime),
 	}
-	return nil
+	if mode == grantShared {
+		rec.Mode = locksv1alpha1.LockModeShared
+	}
+	s.lock.Status.Holders = append(s.lock.Status.Holders, rec)
+	s.grants = append(s.grants, grant{claim: c, lease: lease, record: len(s.lock.Status.Holders) - 1})
+	return true, nil
+}
+
+// acquirer is the backend call that takes the lock in mode for a backend identity; nil when the
+// backend cannot hold that mode. A backend that keeps its holds in the lock record (the built-in
+// one) describes any hold with TryAcquire: the record's compare-and-swap is what excludes.
+func (s *lockScope) acquirer(mode grantMode) func(ctx context.Context, onBackend string) (backends.Lease, error) {
+	_, records := backends.AsRecordKeeper(s.backend)
+	if mode == grantExclusive || records {
+		return func(ctx context.Context, onBackend string) (backends.Lease, error) {
+			lease, err := s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
+			lease.Shared = mode == grantShared
+			return lease, err
+		}
+	}
+	sharer, ok := backends.AsSharer(s.backend)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, onBackend string) (backends.Lease, error) {
+		return sharer.TryAcquireShared(ctx, s.key, onBackend, s.ttl, int(s.maxHolders()))
+	}
 }
 
 // ensureFinalizer adds the release finalizer to a claim that lacks it (one created without it,
@@ -244,7 +333,7 @@ func (r *DistributedLockReconciler) ensureFinalizer(ctx context.Context, s *lock
 // that the lock record does not name: a pass took the key for it and then could not record the
 // grant (its lock write failed, and so did giving the key back). It tells whether it did.
 func (r *DistributedLockReconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *locksv1alpha1.LockClaim, holder string) bool {
-	if holder == "" || s.lock.Status.Holder != nil {
+	if holder == "" || len(s.lock.Status.Holders) > 0 || len(s.grants) > 0 {
 		return false
 	}
 	for _, c := range s.claims {
@@ -269,10 +358,7 @@ func (r *DistributedLockReconciler) giveBackOrphan(ctx context.Context, s *lockS
 // markQueue sets the status of the claims that go on waiting, ends those whose wait is over, and
 // says when the next deadline is.
 func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
-	holder := ""
-	if rec := s.lock.Status.Holder; rec != nil {
-		holder = rec.Claim
-	}
+	holders := s.lock.Status.Holders
 	var position int32
 	for _, q := range queue {
 		c := q.claim
@@ -296,11 +382,11 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, del
 			markWaiting(c, position, false, locksv1alpha1.ReasonHeartbeatNotFound, q.heartbeatMissing)
 		case q.tried:
 			// tryHead said how it went.
-		case delayed && position == 1 && s.lock.Status.Holder == nil:
+		case delayed && position == 1 && len(holders) == 0:
 			markWaiting(c, position, true, locksv1alpha1.ReasonLockDelay,
 				lockDelayMessage(s.lock.Status.LockDelayUntil.Time, s.lock.Spec.LockDelaySeconds))
 		default:
-			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holder, position))
+			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holders, position))
 		}
 		s.waiters = append(s.waiters, c)
 	}

@@ -46,19 +46,21 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 	lock := s.lock
 	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
 	waiting := int32(len(s.waiters))
-	high := s.granted != nil || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
+	high := len(s.grants) > 0 || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
 	if !high && !s.writeLow {
 		return nil
 	}
 	lock.Status.Waiting = waiting
-	var token int64
-	if s.granted != nil {
-		var err error
-		if token, err = issueToken(s.readLock); err != nil {
+	lock.Status.Holding = int32(len(lock.Status.Holders))
+	if len(s.grants) > 0 {
+		tokens, err := issueTokens(s.readLock, len(s.grants))
+		if err != nil {
 			return errors.Join(err, r.giveBack(ctx, s))
 		}
-		lock.Status.Holder.FencingToken = token
-		lock.Status.FencingToken = max(lock.Status.FencingToken, token)
+		for i, g := range s.grants {
+			lock.Status.Holders[g.record].FencingToken = tokens[i]
+			lock.Status.FencingToken = max(lock.Status.FencingToken, tokens[i])
+		}
 	}
 	if err := checkGuard(r.Guard); err != nil {
 		return errors.Join(err, r.giveBack(ctx, s))
@@ -67,12 +69,13 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 		return errors.Join(client.IgnoreNotFound(err), r.giveBack(ctx, s))
 	}
 	r.written.note(lock)
-	if head := s.granted; head != nil {
-		r.Renewer.Track(s.backendName, s.backend, *s.acquired, client.ObjectKeyFromObject(head))
-		markHeld(head, lock.Status.Holder.Identity, *s.acquired, token, s.now)
-		s.holders = append(s.holders, head)
-		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(head.CreationTimestamp.Time).Seconds())
-		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(head), "fencingToken", token, "identity", lock.Status.Holder.Identity)
+	for _, g := range s.grants {
+		rec := lock.Status.Holders[g.record]
+		r.Renewer.Track(s.backendName, s.backend, g.lease, client.ObjectKeyFromObject(g.claim))
+		markHeld(g.claim, rec.Identity, g.lease, rec.FencingToken, s.now)
+		s.holders = append(s.holders, g.claim)
+		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
 	return nil
 }
@@ -83,34 +86,33 @@ func highPriorityStatus(st locksv1alpha1.DistributedLockStatus) locksv1alpha1.Di
 	return st
 }
 
-// issueToken returns the token of a grant recorded by a write preconditioned on lock's
-// resourceVersion (package fencing).
-func issueToken(lock *locksv1alpha1.DistributedLock) (int64, error) {
-	tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, 1)
+// issueTokens returns the tokens of n grants recorded by one write preconditioned on lock's
+// resourceVersion (package fencing), in grant order.
+func issueTokens(lock *locksv1alpha1.DistributedLock, n int) ([]int64, error) {
+	tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, n)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	token := tokens[0]
 	switch last := lock.Status.FencingToken; {
 	case last > 0 && mutant.Active(mutant.TokenReuse):
-		token = last
+		tokens[0] = last
 	case last > fencing.Offset+1 && mutant.Active(mutant.TokenLower):
-		token = last - 1
+		tokens[0] = last - 1
 	}
-	return token, nil
+	return tokens, nil
 }
 
-// giveBack releases the backend hold taken in this pass, whose grant could not be recorded.
+// giveBack releases the backend holds taken in this pass, whose grants could not be recorded.
 func (r *DistributedLockReconciler) giveBack(ctx context.Context, s *lockScope) error {
-	if s.acquired == nil {
-		return nil
+	grants := s.grants
+	s.grants = nil
+	var errs []error
+	for _, g := range grants {
+		if err := s.backend.Release(ctx, g.lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			errs = append(errs, fmt.Errorf("giving back %s after a failed grant: %w", g.lease.Key, err))
+		}
 	}
-	lease := *s.acquired
-	s.granted, s.acquired = nil, nil
-	if err := s.backend.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
-		return fmt.Errorf("giving back %s after a failed grant: %w", lease.Key, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // writeEndedHolds writes the claims whose hold this pass ended, other than those being deleted
@@ -239,7 +241,7 @@ func (r *DistributedLockReconciler) writeClaim(ctx context.Context, s *lockScope
 func (r *DistributedLockReconciler) letGo(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
 	if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
 		// The mutant frees whatever holds the key, a client outside lockwarden included.
-		if cur, err := s.backend.Inspect(ctx, s.key); err == nil && s.lock.Status.Holder == nil {
+		if cur, err := s.backend.Inspect(ctx, s.key); err == nil && len(s.lock.Status.Holders) == 0 {
 			_ = s.backend.Release(ctx, cur)
 		}
 	}

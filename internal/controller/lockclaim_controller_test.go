@@ -71,8 +71,8 @@ var _ = Describe("Granting in FIFO order", func() {
 			Eventually(func(g Gomega) {
 				l := &locksv1alpha1.DistributedLock{}
 				g.Expect(k8sClient.Get(ctx(), key(lock), l)).To(Succeed())
-				g.Expect(l.Status.Holder).NotTo(BeNil())
-				g.Expect(l.Status.Holder.Claim).To(Equal(name))
+				g.Expect(l.Status.Holders).To(HaveLen(1))
+				g.Expect(l.Status.Holders[0].Claim).To(Equal(name))
 				g.Expect(l.Status.FencingToken).To(Equal(lastToken))
 				g.Expect(l.Status.Waiting).To(Equal(int32(n - 1 - i)))
 			}).Should(Succeed())
@@ -82,7 +82,7 @@ var _ = Describe("Granting in FIFO order", func() {
 		Eventually(func(g Gomega) {
 			l := &locksv1alpha1.DistributedLock{}
 			g.Expect(k8sClient.Get(ctx(), key(lock), l)).To(Succeed())
-			g.Expect(l.Status.Holder).To(BeNil())
+			g.Expect(l.Status.Holders).To(BeEmpty())
 		}).Should(Succeed())
 	})
 

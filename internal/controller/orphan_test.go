@@ -49,8 +49,8 @@ var _ = Describe("Holds that no claim records", func() {
 			g.Expect(k8sClient.Get(ctx(), key(lock), l)).To(Succeed())
 			now := metav1.NewMicroTime(time.Now())
 			l.Status.FencingToken = token
-			l.Status.Holder = &locksv1alpha1.LockHolder{Claim: claim, Identity: identity, FencingToken: token, AcquireTime: now,
-				BackendIdentity: lwidentity.OnBackend(l.UID, identity)}
+			l.Status.Holders = []locksv1alpha1.LockHolder{{Claim: claim, Identity: identity, FencingToken: token, AcquireTime: now,
+				BackendIdentity: lwidentity.OnBackend(l.UID, identity)}}
 			g.Expect(k8sClient.Status().Update(ctx(), l)).To(Succeed())
 		}).Should(Succeed())
 	}

@@ -46,7 +46,8 @@ import (
 // the pod's LockClaim, owned by the pod, and once the claim holds the lock it writes the fencing
 // token and holder identity onto the pod and lifts the pod's scheduling gate, in one write, so
 // that a gated pod is scheduled only when it holds the lock and its app can read the token from
-// a downward-API volume at its first start.
+// a downward-API volume at its first start. The claim's mode comes from the pod's lock-mode
+// annotation, read once when the claim is created (a claim's mode is immutable).
 //
 // Granting, renewal and release stay with the lock's own pass (DistributedLockReconciler): a pod's claim is an ordinary
 // claim with holder.podName set, released when the pod dies and garbage-collected after it.
@@ -90,6 +91,12 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil || claim == nil {
 		return ctrl.Result{}, err
 	}
+	if annotated, changed := modeChanged(pod, claim); changed {
+		// The claim's mode is immutable: the pod keeps its place (or its hold) in that mode.
+		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockModeChanged", "WaitForLock",
+			"Annotation %s is %s, but LockClaim %s was made with mode %s, which cannot change: the pod holds or waits for lock %s in mode %s; replace the pod to hold the lock in another mode",
+			locksv1alpha1.PodLockModeAnnotation, annotated, claim.Name, claimMode(claim), lockName, claimMode(claim))
+	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld:
 	case locksv1alpha1.ClaimPending, "":
@@ -122,6 +129,13 @@ func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockN
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
+	mode, ok := annotatedMode(pod)
+	if !ok {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockModeAnnotation", "WaitForLock",
+			"Annotation %s=%q is not a lock mode: use %s or %s (absent means %s)", locksv1alpha1.PodLockModeAnnotation,
+			pod.Annotations[locksv1alpha1.PodLockModeAnnotation], locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, locksv1alpha1.LockModeShared)
+		return nil, nil
+	}
 	controller := true
 	claim = &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -133,7 +147,7 @@ func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockN
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 				Controller: &controller}},
 		},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Mode: mode, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
 	}
 	if err := r.Create(ctx, claim); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -146,6 +160,38 @@ func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockN
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock",
 		"Created LockClaim %s for lock %s", name, lockName)
 	return claim, nil
+}
+
+// annotatedMode is the mode the pod's lock-mode annotation asks for: empty when the annotation
+// is absent (the API server then defaults the claim to Shared), and ok false when its value is
+// not a mode.
+func annotatedMode(pod *corev1.Pod) (mode locksv1alpha1.LockMode, ok bool) {
+	value, set := pod.Annotations[locksv1alpha1.PodLockModeAnnotation]
+	if !set {
+		return "", true
+	}
+	mode = locksv1alpha1.LockMode(value)
+	return mode, mode.IsValid()
+}
+
+// claimMode is the claim's mode, Shared when the claim predates modes.
+func claimMode(claim *locksv1alpha1.LockClaim) locksv1alpha1.LockMode {
+	if claim.Spec.Mode == "" {
+		return locksv1alpha1.LockModeShared
+	}
+	return claim.Spec.Mode
+}
+
+// modeChanged says whether the pod's lock-mode annotation no longer asks for the mode its existing
+// claim was made with (someone edited or removed it after the claim was created), and describes
+// the annotation for a message: its quoted value, or that it is absent.
+func modeChanged(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (annotated string, changed bool) {
+	mode, ok := annotatedMode(pod)
+	annotated = strconv.Quote(string(mode))
+	if ok && mode == "" {
+		mode, annotated = locksv1alpha1.LockModeShared, "absent (Shared)"
+	}
+	return annotated, !ok || mode != claimMode(claim)
 }
 
 // reportWaiting repeats on the pod why its claim waits when that is a mistake to fix (a missing

@@ -17,6 +17,7 @@ limitations under the License.
 package controller_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -51,6 +53,30 @@ func newLockPod(ns, name, lock string, gated bool) *corev1.Pod {
 	}
 	Expect(k8sClient.Create(ctx(), p)).To(Succeed())
 	return p
+}
+
+// newModePod creates a gated pod annotated with lock and, unless mode is nil, with the lock-mode
+// annotation *mode.
+func newModePod(ns, name, lock string, mode *string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lock}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}}}
+	if mode != nil {
+		p.Annotations[locksv1alpha1.PodLockModeAnnotation] = *mode
+	}
+	Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+	return p
+}
+
+// setPodAnnotation sets (or, with value nil, removes) one annotation of a pod.
+func setPodAnnotation(p *corev1.Pod, name string, value *string) {
+	GinkgoHelper()
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{name: value}}}
+	b, err := json.Marshal(patch)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8sClient.Patch(ctx(), p, client.RawPatch(types.MergePatchType, b))).To(Succeed())
 }
 
 // podState reports a pod's token annotation and whether it is still gated.
@@ -177,5 +203,97 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Patch(ctx(), replaced, client.RawPatch(types.StrategicMergePatchType, fresh))).To(Succeed())
 		Expect(podState(ns, "mixed")(Default)).To(Equal("ungated/7"))
+	})
+})
+
+var _ = Describe("Pods with a lock-mode annotation", func() {
+	It("hold a lock of several places Shared beside each other, or Exclusive alone, in queue order", func() {
+		ns := newNamespace()
+		newLock(ns, "db", withPlaces(3))
+		// The names sort in creation order: claims created in one second are queued by name.
+		r1 := newModePod(ns, "p1-reader", "db", nil) // no annotation: Shared, the default
+		r2 := newModePod(ns, "p2-reader", "db", ptr.To("Shared"))
+		Eventually(podState(ns, "p1-reader")).Should(MatchRegexp(`^ungated/\d+$`))
+		Eventually(podState(ns, "p2-reader")).Should(MatchRegexp(`^ungated/\d+$`))
+		Expect(claimOf(ns, lockclient.ClaimName(r1.Name, r1.UID, "db"))(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeShared))
+		Expect(claimOf(ns, lockclient.ClaimName(r2.Name, r2.UID, "db"))(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeShared))
+
+		w := newModePod(ns, "p3-writer", "db", ptr.To("Exclusive"))
+		writerClaim := lockclient.ClaimName(w.Name, w.UID, "db")
+		Eventually(acquired(ns, writerClaim)).Should(Equal("False/Queued"))
+		Expect(claimOf(ns, writerClaim)(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
+		// A reader behind the waiting writer waits too, although a place is free.
+		r4 := newModePod(ns, "p4-reader", "db", ptr.To("Shared"))
+		Eventually(acquired(ns, lockclient.ClaimName(r4.Name, r4.UID, "db"))).Should(Equal("False/Queued"))
+		Expect(podState(ns, "p3-writer")(Default)).To(Equal("gated/"))
+		Expect(podState(ns, "p4-reader")(Default)).To(Equal("gated/"))
+
+		deleteNow(r1)
+		Consistently(podState(ns, "p3-writer"), "1s").Should(Equal("gated/"), "the writer waits for every reader")
+		deleteNow(r2)
+		Eventually(podState(ns, "p3-writer")).Should(MatchRegexp(`^ungated/\d+$`))
+		Consistently(podState(ns, "p4-reader"), "1s").Should(Equal("gated/"), "nothing beside the writer")
+		Eventually(func(g Gomega) []locksv1alpha1.LockHolder {
+			return lockOf(ns, "db")(g).Status.Holders
+		}).Should(ConsistOf(And(HaveField("Claim", writerClaim), HaveField("Mode", locksv1alpha1.LockModeExclusive))))
+
+		deleteNow(w)
+		Eventually(podState(ns, "p4-reader")).Should(MatchRegexp(`^ungated/\d+$`))
+	})
+
+	It("get no claim, and a warning, for a mode that is not Shared or Exclusive, until it is fixed", func() {
+		ns := newNamespace()
+		newLock(ns, "db", withPlaces(2))
+		p := newModePod(ns, "typo", "db", ptr.To("exclusive"))
+		Eventually(podEventReasons(ns, "typo")).Should(ContainElement("InvalidLockModeAnnotation"))
+		Consistently(func(g Gomega) []locksv1alpha1.LockClaim {
+			list := &locksv1alpha1.LockClaimList{}
+			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+			return list.Items
+		}, "1s").Should(BeEmpty())
+		Expect(podState(ns, "typo")(Default)).To(Equal("gated/"))
+
+		setPodAnnotation(p, locksv1alpha1.PodLockModeAnnotation, ptr.To("Exclusive"))
+		Eventually(podState(ns, "typo")).Should(MatchRegexp(`^ungated/\d+$`))
+		Expect(claimOf(ns, lockclient.ClaimName(p.Name, p.UID, "db"))(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
+	})
+
+	It("keep their claim's mode, with a warning, when the annotation changes after the claim exists", func() {
+		ns := newNamespace()
+		newLock(ns, "db", withPlaces(2))
+		w := newModePod(ns, "p1-writer", "db", ptr.To("Exclusive"))
+		Eventually(podState(ns, "p1-writer")).Should(MatchRegexp(`^ungated/\d+$`))
+		claimName := lockclient.ClaimName(w.Name, w.UID, "db")
+		token := claimOf(ns, claimName)(Default).Status.FencingToken
+
+		setPodAnnotation(w, locksv1alpha1.PodLockModeAnnotation, ptr.To("Shared"))
+		Eventually(podEventReasons(ns, "p1-writer")).Should(ContainElement("LockModeChanged"))
+		r := newModePod(ns, "p2-reader", "db", nil)
+		readerClaim := lockclient.ClaimName(r.Name, r.UID, "db")
+		Eventually(acquired(ns, readerClaim)).Should(Equal("False/Queued"))
+		Consistently(podState(ns, "p2-reader"), "1s").Should(Equal("gated/"), "the writer still holds the lock alone")
+		c := claimOf(ns, claimName)(Default)
+		Expect(c.Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
+		Expect(c.Status.Phase).To(Equal(held))
+		Expect(c.Status.FencingToken).To(Equal(token))
+
+		// Removing the annotation (the default, Shared) is a change too.
+		setPodAnnotation(w, locksv1alpha1.PodLockModeAnnotation, nil)
+		Eventually(func(g Gomega) []string {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == "p1-writer" && e.Reason == "LockModeChanged" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}).Should(ContainElement(HavePrefix("Annotation locks.lockwarden.io/lock-mode is absent (Shared), but LockClaim " +
+			claimName + " was made with mode Exclusive, which cannot change")))
+		Expect(claimOf(ns, claimName)(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
+
+		deleteNow(w)
+		Eventually(podState(ns, "p2-reader")).Should(MatchRegexp(`^ungated/\d+$`))
 	})
 })

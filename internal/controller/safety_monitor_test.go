@@ -31,29 +31,43 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// safetyMonitor watches every LockClaim for the whole suite and checks the two promises that no
-// test may break: at no point are two holder identities Held on one lock, and a lock's tokens
-// never repeat or go back (a reentrant claim of the same identity shares the current token). The
-// watch stream is ordered by the API server, so the states it shows really happened in that order.
+// safetyMonitor watches every LockClaim for the whole suite and checks the promises that no test
+// may break: a lock never has more holder identities Held at once than its places (the highest
+// spec.maxHolders it ever had: a lowered limit takes effect as holders leave), an Exclusive holder
+// or the holder of a lock of one place is never Held beside another identity, and every grant's
+// token is above every token the lock issued before (a reentrant claim of the same identity
+// shares its hold's token). The watch stream is ordered by the API server, so the states it shows
+// really happened in that order.
 type safetyMonitor struct {
-	mu         sync.Mutex
-	phase      map[string]*locksv1alpha1.LockClaim // by namespace/name
-	lastToken  map[string]int64                    // by namespace/lock
-	lastHolder map[string]string                   // identity that got lastToken
+	mu        sync.Mutex
+	phase     map[string]*locksv1alpha1.LockClaim // by namespace/name
+	lastToken map[string]int64                    // by namespace/lock
+	// issued maps, per lock, each token issued to the identity it was issued to.
+	issued     map[string]map[int64]string
 	violations []string
 	events     int
 	// exempt namespaces are not watched over: specs that break the promises on purpose.
 	exempt map[string]bool
+	// places is, per lock, the highest maxHolders the monitor has read.
+	places map[string]int32
+	// client reads a lock's maxHolders when a grant needs it.
+	client client.Client
 	// stop ends the watch; the API server cannot shut down while it is open.
 	stop context.CancelFunc
 }
 
-var monitor = &safetyMonitor{
-	phase: map[string]*locksv1alpha1.LockClaim{}, lastToken: map[string]int64{}, lastHolder: map[string]string{},
+func newSafetyMonitor() *safetyMonitor {
+	return &safetyMonitor{phase: map[string]*locksv1alpha1.LockClaim{}, lastToken: map[string]int64{},
+		issued: map[string]map[int64]string{}, places: map[string]int32{}}
 }
+
+var monitor = newSafetyMonitor()
 
 func (m *safetyMonitor) run(ctx context.Context, c client.WithWatch) {
 	defer GinkgoRecover()
+	m.mu.Lock()
+	m.client = c
+	m.mu.Unlock()
 	for ctx.Err() == nil {
 		w, err := c.Watch(ctx, &locksv1alpha1.LockClaimList{})
 		if err != nil {
@@ -91,21 +105,59 @@ func (m *safetyMonitor) observe(t watch.EventType, c *locksv1alpha1.LockClaim) {
 		return
 	}
 	if prev == nil || prev.Status.Phase != locksv1alpha1.ClaimHeld {
-		last, holder := m.lastToken[lock], m.lastHolder[lock]
-		switch {
-		case c.Status.HolderIdentity == holder && c.Status.FencingToken < last:
-			m.violate("claim %s got token %d below the lock's last token %d", id, c.Status.FencingToken, last)
-		case c.Status.HolderIdentity != holder && c.Status.FencingToken <= last:
-			m.violate("claim %s (identity %s) got token %d, not above %d issued to %s", id, c.Status.HolderIdentity, c.Status.FencingToken, last, holder)
-		}
-		m.lastToken[lock], m.lastHolder[lock] = max(last, c.Status.FencingToken), c.Status.HolderIdentity
+		m.checkToken(id, lock, c.Status.HolderIdentity, c.Status.FencingToken)
 	}
+	identities := map[string]bool{c.Status.HolderIdentity: true}
+	exclusive := c.Spec.Mode == locksv1alpha1.LockModeExclusive
 	for otherID, o := range m.phase {
-		if otherID != id && o.Namespace == c.Namespace && o.Spec.LockName == c.Spec.LockName &&
-			heldNow(o) && o.Status.HolderIdentity != c.Status.HolderIdentity {
-			m.violate("claims %s and %s of lock %s are Held at once by different holders", id, otherID, lock)
+		if otherID != id && o.Namespace == c.Namespace && o.Spec.LockName == c.Spec.LockName && heldNow(o) {
+			identities[o.Status.HolderIdentity] = true
+			exclusive = exclusive || o.Spec.Mode == locksv1alpha1.LockModeExclusive
 		}
 	}
+	if len(identities) < 2 {
+		return
+	}
+	places := m.placesOf(c.Namespace, c.Spec.LockName, int32(len(identities)))
+	switch {
+	case exclusive || places <= 1:
+		m.violate("claim %s of lock %s is Held beside another holder while the lock is held exclusively (%d holders, %d place(s))", id, lock, len(identities), places)
+	case int32(len(identities)) > places:
+		m.violate("lock %s has %d holders Held at once, more than its %d places", lock, len(identities), places)
+	}
+}
+
+// checkToken checks the token of a claim that has just become Held: a token issued before is
+// only ever shared by the identity it was issued to, and a new one is above all before it.
+func (m *safetyMonitor) checkToken(id, lock, identity string, token int64) {
+	issued := m.issued[lock]
+	if issued == nil {
+		issued = map[int64]string{}
+		m.issued[lock] = issued
+	}
+	last := m.lastToken[lock]
+	switch owner, seen := issued[token]; {
+	case seen && owner != identity:
+		m.violate("claim %s (identity %s) got token %d, not above %d: it was issued to %s", id, identity, token, last, owner)
+	case !seen && token <= last:
+		m.violate("claim %s (identity %s) got token %d, not above %d", id, identity, token, last)
+	}
+	issued[token] = identity
+	m.lastToken[lock] = max(last, token)
+}
+
+// placesOf is the highest maxHolders that lock has had, as far as the monitor knows. A lock seen
+// with fewer places than it has holders is read again: it was raised before the grants the
+// monitor sees, and the watch of claims cannot show that. The caller holds m.mu.
+func (m *safetyMonitor) placesOf(namespace, name string, holders int32) int32 {
+	key := namespace + "/" + name
+	if m.places[key] < holders && m.client != nil {
+		l := &locksv1alpha1.DistributedLock{}
+		if err := m.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, l); err == nil {
+			m.places[key] = max(m.places[key], l.Spec.MaxHolders)
+		}
+	}
+	return max(m.places[key], 1)
 }
 
 // heldNow says whether c holds its lock as its watcher sees it: Held, and not being deleted.
@@ -162,7 +214,7 @@ var _ = Describe("The safety monitor", func() {
 	It("fires on a hand-made double grant", func() {
 		ns := newNamespace()
 		monitor.exemptNamespace(ns)
-		own := &safetyMonitor{phase: map[string]*locksv1alpha1.LockClaim{}, lastToken: map[string]int64{}, lastHolder: map[string]string{}}
+		own := newSafetyMonitor()
 		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		watchCtx, stop := context.WithCancel(ctx())
@@ -196,7 +248,7 @@ var _ = Describe("The safety monitor", func() {
 			defer own.mu.Unlock()
 			return append([]string(nil), own.violations...)
 		}).Should(ContainElements(
-			ContainSubstring("are Held at once by different holders"),
+			ContainSubstring("is Held beside another holder while the lock is held exclusively"),
 			ContainSubstring("got token 7, not above 7"),
 		))
 	})

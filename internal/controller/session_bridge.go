@@ -95,8 +95,8 @@ func (b *sessionBridge) bridge(ctx context.Context) time.Duration {
 	sessions := map[string]*bridgedSession{}
 	for i := range list.Items {
 		lock := &list.Items[i]
-		rec := lock.Status.Holder
-		if rec == nil {
+		recs := lock.Status.CurrentHolders()
+		if len(recs) == 0 {
 			continue
 		}
 		use, err := b.backends.ForLock(ctx, lock)
@@ -109,17 +109,19 @@ func (b *sessionBridge) bridge(ctx context.Context) time.Duration {
 			// it takes the lease a pass resumes, so it is not bridged (docs/how-locks-work.md).
 			continue
 		}
-		k := renewal.HoldKey{Backend: use.Name, Key: lock.BackendKey(use.KeyPolicy), Identity: recordBackendIdentity(rec)}
-		if _, tracked := b.renewer.Lookup(k); tracked {
-			continue
+		for i := range recs {
+			k := renewal.HoldKey{Backend: use.Name, Key: lock.BackendKey(use.KeyPolicy), Identity: recordBackendIdentity(&recs[i])}
+			if _, tracked := b.renewer.Lookup(k); tracked {
+				continue
+			}
+			s := sessions[use.Name]
+			if s == nil {
+				s = &bridgedSession{keeper: keeper}
+				sessions[use.Name] = s
+			}
+			s.ttl = shorterTTL(s.ttl, time.Duration(lock.Spec.LeaseDurationSeconds)*time.Second)
+			s.holds++
 		}
-		s := sessions[use.Name]
-		if s == nil {
-			s = &bridgedSession{keeper: keeper}
-			sessions[use.Name] = s
-		}
-		s.ttl = shorterTTL(s.ttl, time.Duration(lock.Spec.LeaseDurationSeconds)*time.Second)
-		s.holds++
 	}
 	var wait time.Duration
 	for name, s := range sessions {

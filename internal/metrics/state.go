@@ -66,7 +66,7 @@ func Summarize(claims []locksv1alpha1.LockClaim, locks []locksv1alpha1.Distribut
 		l := &locks[i]
 		backend := l.BackendName()
 		backendOf[types.NamespacedName{Namespace: l.Namespace, Name: l.Name}] = backend
-		if h := l.Status.Holder; h != nil {
+		for _, h := range l.Status.CurrentHolders() {
 			keepOldest(st.OldestHeld, backend, now.Sub(h.AcquireTime.Time))
 		}
 	}

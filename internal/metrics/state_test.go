@@ -42,8 +42,8 @@ func lock(namespace, name, backend string, heldFor time.Duration) locksv1alpha1.
 	l := locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	l.Spec.BackendRef.Name = backend
 	if heldFor != 0 {
-		l.Status.Holder = &locksv1alpha1.LockHolder{Claim: name + "-holder", Identity: "id",
-			AcquireTime: metav1.NewMicroTime(now.Add(-heldFor))}
+		l.Status.Holders = []locksv1alpha1.LockHolder{{Claim: name + "-holder", Identity: "id",
+			AcquireTime: metav1.NewMicroTime(now.Add(-heldFor))}}
 	}
 	return l
 }

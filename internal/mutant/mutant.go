@@ -56,7 +56,14 @@ const (
 	// regular renewals of a 30 s lease, and holds older than its oldest gap are judged lapsed
 	// (a real bug, now fixed: every hold at the default lease was Lost within three minutes).
 	KeepCoveredGaps Name = "keep-covered-gaps"
+	// IgnorePlaces grants every Shared claim at the head of the queue, whatever the lock's
+	// maxHolders: a semaphore with more holders than places.
+	IgnorePlaces Name = "ignore-places"
+	// WriterBesideReaders grants an Exclusive claim at the head of the queue while Shared
+	// holders still hold their places: a writer beside readers.
+	WriterBesideReaders Name = "writer-beside-readers"
 )
 
 // All lists every mutant, in the order the harness runs them.
-var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps}
+var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
+	IgnorePlaces, WriterBesideReaders}

@@ -124,6 +124,12 @@ type Request struct {
 	Lock string
 	// Pod is the pod the claim is made for; nil makes a detached claim.
 	Pod *Pod
+	// Mode is how the claim holds the lock (spec.mode): locksv1alpha1.LockModeShared, one of the
+	// lock's spec.maxHolders places beside other Shared holders, or LockModeExclusive, alone.
+	// Empty asks for the API's default, Shared; on a lock of one place (a mutex) both hold it
+	// alone. A pod's claim that already exists keeps its mode: asking for another one is an
+	// error, since a claim's mode cannot change.
+	Mode locksv1alpha1.LockMode
 	// Timeout bounds the wait (0 waits forever). It is also written to the claim as
 	// spec.waitTimeoutSeconds, rounded up, so that the lock is never granted to a claim whose
 	// caller has given up.
@@ -145,6 +151,9 @@ type Result struct {
 	Pod string
 	// Identity is the holder identity on the backend.
 	Identity string
+	// Mode is the mode the claim asked for (Shared unless Exclusive was asked for). On a lock of
+	// one place a Shared claim holds the lock alone too.
+	Mode locksv1alpha1.LockMode
 	// FencingToken is the token issued at the grant; pass it to the protected resource.
 	FencingToken int64
 	// AcquireTime is when the lock was granted; ExpireTime when it expires unless renewed.
@@ -280,6 +289,8 @@ func (c *Client) claim(ctx context.Context, req Request) (claim *locksv1alpha1.L
 		return nil, false, nil, errors.New("lockclient: Request.Heartbeat must not be negative")
 	case req.Heartbeat > 0 && req.Pod != nil:
 		return nil, false, nil, errors.New("lockclient: Request.Heartbeat is for detached claims; a pod's liveness is its heartbeat")
+	case req.Mode != "" && !req.Mode.IsValid():
+		return nil, false, nil, fmt.Errorf("lockclient: Request.Mode must be %s or %s, not %q", locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, req.Mode)
 	}
 	if err := c.lockExists(ctx, req.Namespace, req.Lock); err != nil {
 		return nil, false, nil, err
@@ -315,6 +326,11 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 		case err == nil && !ownedBy(existing, pod, req.Lock):
 			return nil, false, fmt.Errorf("LockClaim %s/%s exists but is not pod %s's claim for lock %s", req.Namespace, name, pod.Name, req.Lock)
 		case err == nil && existing.DeletionTimestamp.IsZero() && !isFinal(existing.Status.Phase):
+			if req.Mode != "" && claimMode(existing) != req.Mode {
+				return nil, false, &Error{Kind: ErrModeConflict, Namespace: req.Namespace, Lock: req.Lock, Claim: name,
+					Detail: fmt.Sprintf("pod %s already has LockClaim %s for lock %q in mode %s, not %s, and a claim's mode cannot change",
+						pod.Name, name, req.Lock, claimMode(existing), req.Mode)}
+			}
 			return existing, true, nil
 		case err == nil:
 			// An ended claim (a previous attempt timed out, or its hold was lost): replace it.
@@ -349,7 +365,7 @@ func newClaim(req Request) *locksv1alpha1.LockClaim {
 		// at once instead of adding it first.
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue},
 			Finalizers: []string{locksv1alpha1.Finalizer}},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: req.Lock},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode},
 	}
 	if req.Timeout > 0 {
 		secs := math.Ceil(req.Timeout.Seconds())
@@ -437,6 +453,14 @@ func (c *Client) deleteAndWait(ctx context.Context, claim *locksv1alpha1.LockCla
 			Detail: fmt.Sprintf("LockClaim %q in namespace %q was deleted but the controller has not released it yet", claim.Name, claim.Namespace)}
 	}
 	return err
+}
+
+// claimMode is the mode a claim asked for: Shared when it names none (a claim made before modes).
+func claimMode(claim *locksv1alpha1.LockClaim) locksv1alpha1.LockMode {
+	if claim.Spec.Mode == "" {
+		return locksv1alpha1.LockModeShared
+	}
+	return claim.Spec.Mode
 }
 
 func isFinal(p locksv1alpha1.ClaimPhase) bool {

@@ -53,6 +53,10 @@ var (
 	// ErrLockBusy: TryAcquire found the lock taken (held, or claims queued ahead) and did not
 	// queue.
 	ErrLockBusy = errors.New("lock busy")
+	// ErrModeConflict: the pod already has a claim for the lock in another mode than
+	// Request.Mode (its lock-mode annotation, or an earlier call, made it), and a claim's mode
+	// cannot change.
+	ErrModeConflict = errors.New("claim exists in another mode")
 )
 
 // Error describes a failure about one lock or claim. Kind is one of the sentinels above.

@@ -40,7 +40,19 @@ type LockStatus struct {
 	// Ready says whether claims on the lock can be granted; Message says why not.
 	Ready   bool   `json:"ready"`
 	Message string `json:"message,omitempty"`
-	// Holder is the current holder; nil while the lock is free.
+	// MaxHolders is the lock's number of places (spec.maxHolders): 1 for a mutex.
+	MaxHolders int32 `json:"maxHolders"`
+	// Holding is the number of holders, and Waiting the number of waiting claims (the length of
+	// Queue).
+	Holding int `json:"holding"`
+	Waiting int `json:"waiting"`
+	// Holders are the current holders, in the order they were granted; empty while the lock is
+	// free.
+	Holders []HolderStatus `json:"holders"`
+	// Holder is the first of Holders (the one holder of a mutex); nil while the lock is free.
+	//
+	// Deprecated: read Holders, which has every holder of a lock with several places. Holder is
+	// kept for programs written before shared locks.
 	Holder *HolderStatus `json:"holder,omitempty"`
 	// LastFencingToken is the last token issued for the lock.
 	LastFencingToken int64 `json:"lastFencingToken"`
@@ -48,28 +60,35 @@ type LockStatus struct {
 	Queue []QueuedClaim `json:"queue"`
 }
 
-// HolderStatus describes the claim that holds a lock.
+// HolderStatus describes a claim that holds a lock.
 type HolderStatus struct {
-	Claim        string     `json:"claim"`
-	Pod          string     `json:"pod,omitempty"`
-	Identity     string     `json:"identity"`
-	FencingToken int64      `json:"fencingToken"`
-	AcquireTime  time.Time  `json:"acquireTime"`
-	ExpireTime   *time.Time `json:"expireTime,omitempty"`
+	Claim string `json:"claim"`
+	Pod   string `json:"pod,omitempty"`
+	// Mode is how the claim holds the lock: Exclusive (alone: an Exclusive claim, or any claim
+	// on a lock of one place) or Shared (one of its places).
+	Mode         locksv1alpha1.LockMode `json:"mode"`
+	Identity     string                 `json:"identity"`
+	FencingToken int64                  `json:"fencingToken"`
+	AcquireTime  time.Time              `json:"acquireTime"`
+	ExpireTime   *time.Time             `json:"expireTime,omitempty"`
 }
 
 // QueuedClaim is a claim waiting for a lock.
 type QueuedClaim struct {
 	// Position is 1 for the next claim to be granted.
-	Position int       `json:"position"`
-	Claim    string    `json:"claim"`
-	Pod      string    `json:"pod,omitempty"`
-	Created  time.Time `json:"created"`
+	Position int    `json:"position"`
+	Claim    string `json:"claim"`
+	Pod      string `json:"pod,omitempty"`
+	// Mode is how the claim will hold the lock: the mode it asks for, or Exclusive on a lock of
+	// one place.
+	Mode    locksv1alpha1.LockMode `json:"mode"`
+	Created time.Time              `json:"created"`
 	// Reason is the claim's Acquired reason (Queued, Contended, PodNotFound, ...).
 	Reason string `json:"reason,omitempty"`
 }
 
-// Status reports the holder, the fencing token, the expiry and the queue of one lock.
+// Status reports the holders of one lock (each with its mode, fencing token and expiry), its
+// places and its queue.
 func (c *Client) Status(ctx context.Context, namespace, lock string) (*LockStatus, error) {
 	l := &locksv1alpha1.DistributedLock{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: lock}, l); err != nil {
@@ -123,11 +142,21 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 	} else {
 		s.Message = "not reconciled yet; is the lockwarden controller running?"
 	}
-	if h := l.Status.Holder; h != nil {
-		s.Holder = &HolderStatus{Claim: h.Claim, Identity: h.Identity, FencingToken: h.FencingToken, AcquireTime: h.AcquireTime.Time}
-		if h.ExpireTime != nil {
-			s.Holder.ExpireTime = &h.ExpireTime.Time
+	places := max(l.Spec.MaxHolders, 1) // 0: a lock written before maxHolders existed
+	s.MaxHolders = places
+	s.Holders = []HolderStatus{}
+	byClaim := map[string]int{}
+	for _, h := range l.Status.CurrentHolders() {
+		hs := HolderStatus{Claim: h.Claim, Mode: h.Mode, Identity: h.Identity, FencingToken: h.FencingToken, AcquireTime: h.AcquireTime.Time}
+		if hs.Mode == "" {
+			hs.Mode = locksv1alpha1.LockModeExclusive // recorded before modes: held alone
 		}
+		if h.ExpireTime != nil {
+			expire := h.ExpireTime.Time
+			hs.ExpireTime = &expire
+		}
+		byClaim[h.Claim] = len(s.Holders)
+		s.Holders = append(s.Holders, hs)
 	}
 	var waiting []*locksv1alpha1.LockClaim
 	for i := range claims {
@@ -135,14 +164,15 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		if cl.Spec.LockName != l.Name {
 			continue
 		}
-		if s.Holder != nil && cl.Name == s.Holder.Claim {
+		if j, ok := byClaim[cl.Name]; ok {
+			h := &s.Holders[j]
 			if cl.Spec.Holder != nil {
-				s.Holder.Pod = cl.Spec.Holder.PodName
+				h.Pod = cl.Spec.Holder.PodName
 			}
 			// The lock record keeps the expiry of the grant; the claim's follows renewals.
 			if t := cl.Status.ExpireTime; t != nil && cl.Status.Phase == locksv1alpha1.ClaimHeld {
 				expire := t.Time
-				s.Holder.ExpireTime = &expire
+				h.ExpireTime = &expire
 			}
 		}
 		if cl.Status.Phase == locksv1alpha1.ClaimHeld || isFinal(cl.Status.Phase) || !cl.DeletionTimestamp.IsZero() {
@@ -157,11 +187,19 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		return cmp.Compare(a.Name, b.Name)
 	})
 	for i, cl := range waiting {
-		q := QueuedClaim{Position: i + 1, Claim: cl.Name, Created: cl.CreationTimestamp.Time, Reason: acquiredReason(cl)}
+		q := QueuedClaim{Position: i + 1, Claim: cl.Name, Mode: claimMode(cl), Created: cl.CreationTimestamp.Time, Reason: acquiredReason(cl)}
+		if places == 1 {
+			q.Mode = locksv1alpha1.LockModeExclusive
+		}
 		if cl.Spec.Holder != nil {
 			q.Pod = cl.Spec.Holder.PodName
 		}
 		s.Queue = append(s.Queue, q)
+	}
+	s.Holding, s.Waiting = len(s.Holders), len(s.Queue)
+	if len(s.Holders) > 0 {
+		first := s.Holders[0]
+		s.Holder = &first
 	}
 	return s
 }

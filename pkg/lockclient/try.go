@@ -19,6 +19,7 @@ package lockclient
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,7 +39,8 @@ const DefaultTryTimeout = 30 * time.Second
 // The controller grants asynchronously, so "at once" means on the controller's first answer to
 // the claim that TryAcquire creates, not within some time: the claim becomes Held (granted), or
 // stays Pending with the Acquired reason Queued behind other claims (queue position 2 or more,
-// or position 1 behind the holder that the lock's status names), or Contended (a client outside
+// or position 1 behind holders that leave it no room: every place taken, or an Exclusive holder
+// or claim beside holders), or Contended (a client outside
 // lockwarden holds the backend key). A busy lock's claim is deleted, and TryAcquire returns once
 // it is gone, so a busy answer leaves nothing behind. Between the answer and the deletion the
 // controller may still grant the claim (the holder let go just then); the deletion releases it
@@ -100,17 +102,14 @@ func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Resu
 			res = r
 			return true, err
 		}
-		holder := ""
+		var lock *locksv1alpha1.DistributedLock
 		if needsLockHolder(current) {
-			l := &locksv1alpha1.DistributedLock{}
-			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: current.Spec.LockName}, l); err != nil {
+			lock = &locksv1alpha1.DistributedLock{}
+			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: current.Spec.LockName}, lock); err != nil {
 				return true, apiError(err, "reading DistributedLock "+current.Spec.LockName)
 			}
-			if h := l.Status.Holder; h != nil {
-				holder = h.Claim
-			}
 		}
-		if isBusy(current, holder) {
+		if isBusy(current, lock) {
 			return true, &Error{Kind: ErrLockBusy, Namespace: current.Namespace, Lock: current.Spec.LockName, Claim: current.Name,
 				Phase: current.Status.Phase, Reason: acquiredReason(current),
 				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", current.Spec.LockName, current.Namespace, acquiredMessage(current))}
@@ -131,17 +130,18 @@ func queuedAt(claim *locksv1alpha1.LockClaim) int32 {
 	return claim.Status.QueuePosition
 }
 
-// needsLockHolder says whether isBusy needs the lock's holder to judge claim: it is next in the
-// queue, and waits either behind a holder or for a moment (the key has just passed to the lock).
+// needsLockHolder says whether isBusy needs the lock's holders to judge claim: it is next in the
+// queue, and waits either behind holders or for a moment (a place has just come free).
 func needsLockHolder(claim *locksv1alpha1.LockClaim) bool {
 	return queuedAt(claim) == 1
 }
 
 // isBusy says whether a waiting claim's status is the controller's answer that the lock is
 // taken: Contended (another client holds the backend key), Queued behind other claims, or Queued
-// first in line behind holderClaim, the claim the lock's status names as holder ("" for none).
-// Anything else (no status yet, a backend outage being waited out) is no answer yet.
-func isBusy(claim *locksv1alpha1.LockClaim, holderClaim string) bool {
+// first in line while lock (read when needsLockHolder says so) has no room for it. Anything else
+// (no status yet, a backend outage being waited out, a place that came free after the status was
+// written) is no answer yet.
+func isBusy(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) bool {
 	cond := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
 	if claim.Status.Phase != locksv1alpha1.ClaimPending || cond == nil || cond.Status != metav1.ConditionFalse {
 		return false
@@ -153,7 +153,20 @@ func isBusy(claim *locksv1alpha1.LockClaim, holderClaim string) bool {
 	case pos > 1:
 		return true
 	case pos == 1:
-		return holderClaim != "" && holderClaim != claim.Name
+		return lock != nil && !hasRoomFor(lock, claim)
 	}
 	return false
+}
+
+// hasRoomFor says whether the lock's record leaves room for claim beside its holders: it is free,
+// already names the claim, or has a free place and neither the claim nor a holder is Exclusive.
+func hasRoomFor(lock *locksv1alpha1.DistributedLock, claim *locksv1alpha1.LockClaim) bool {
+	holders := lock.Status.CurrentHolders()
+	if len(holders) == 0 || slices.ContainsFunc(holders, func(h locksv1alpha1.LockHolder) bool { return h.Claim == claim.Name }) {
+		return true
+	}
+	if lock.Spec.MaxHolders <= 1 || claimMode(claim) == locksv1alpha1.LockModeExclusive || len(holders) >= int(lock.Spec.MaxHolders) {
+		return false
+	}
+	return !slices.ContainsFunc(holders, func(h locksv1alpha1.LockHolder) bool { return h.Mode != locksv1alpha1.LockModeShared })
 }

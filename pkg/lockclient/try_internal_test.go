@@ -17,6 +17,7 @@ limitations under the License.
 package lockclient
 
 import (
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,20 +36,46 @@ func TestIsBusy(t *testing.T) {
 		}
 		return c
 	}
+	exclusive := func(c *locksv1alpha1.LockClaim) *locksv1alpha1.LockClaim {
+		c.Spec.Mode = locksv1alpha1.LockModeExclusive
+		return c
+	}
+	// lock has places places and one holder per mode in holders, named "h0", "h1", ...
+	lock := func(places int32, holders ...locksv1alpha1.LockMode) *locksv1alpha1.DistributedLock {
+		l := &locksv1alpha1.DistributedLock{Spec: locksv1alpha1.DistributedLockSpec{MaxHolders: places}}
+		for i, m := range holders {
+			l.Status.Holders = append(l.Status.Holders, locksv1alpha1.LockHolder{Claim: fmt.Sprintf("h%d", i), Mode: m})
+		}
+		return l
+	}
+	named := func(l *locksv1alpha1.DistributedLock, i int, claim string) *locksv1alpha1.DistributedLock {
+		l.Status.Holders[i].Claim = claim
+		return l
+	}
+	shared, excl := locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive
 	pending, f := locksv1alpha1.ClaimPending, metav1.ConditionFalse
+	first := func() *locksv1alpha1.LockClaim { return claim(pending, f, locksv1alpha1.ReasonQueued, 1) }
 	cases := []struct {
 		name       string
 		claim      *locksv1alpha1.LockClaim
-		holder     string
+		lock       *locksv1alpha1.DistributedLock
 		busy       bool
 		needHolder bool
 	}{
 		{name: "no status yet", claim: claim("", "", "", 0)},
 		{name: "pending without conditions", claim: claim(pending, "", "", 0)},
 		{name: "queued behind another waiter", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 2), busy: true},
-		{name: "queued first behind the holder", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 1), holder: "theirs", busy: true, needHolder: true},
-		{name: "first in line, lock free: the grant comes next", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 1), needHolder: true},
-		{name: "first in line, the lock names this claim", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 1), holder: "mine", needHolder: true},
+		{name: "queued first behind the holder", claim: first(), lock: lock(1, excl), busy: true, needHolder: true},
+		{name: "first in line, lock free: the grant comes next", claim: first(), lock: lock(1), needHolder: true},
+		{name: "first in line, the lock names this claim", claim: first(), lock: named(lock(1, excl), 0, "mine"), needHolder: true},
+		{name: "first in line, a holder recorded before modes", claim: first(), lock: named(lock(3, ""), 0, "old"), busy: true, needHolder: true},
+		{name: "semaphore: every place taken", claim: first(), lock: lock(2, shared, shared), busy: true, needHolder: true},
+		{name: "semaphore: a place free, the grant comes next", claim: first(), lock: lock(3, shared, shared), needHolder: true},
+		{name: "semaphore: the lock names this claim among others", claim: first(), lock: named(lock(2, shared, shared), 1, "mine"), needHolder: true},
+		{name: "semaphore: lowered below its holders", claim: first(), lock: lock(1, shared, shared), busy: true, needHolder: true},
+		{name: "read/write: a writer holds", claim: first(), lock: lock(5, excl), busy: true, needHolder: true},
+		{name: "read/write: a writer waits for readers", claim: exclusive(first()), lock: lock(5, shared), busy: true, needHolder: true},
+		{name: "read/write: a writer, the lock free", claim: exclusive(first()), lock: lock(5), needHolder: true},
 		{name: "contended by a client outside lockwarden", claim: claim(pending, f, locksv1alpha1.ReasonContended, 1), busy: true},
 		{name: "backend unavailable: waited out", claim: claim(pending, f, locksv1alpha1.ReasonBackendUnavailable, 1)},
 		{name: "pod not found yet", claim: claim(pending, f, locksv1alpha1.ReasonPodNotFound, 1)},
@@ -57,11 +84,11 @@ func TestIsBusy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isBusy(tc.claim, tc.holder); got != tc.busy {
-				t.Errorf("isBusy = %v, want %v", got, tc.busy)
-			}
 			if got := needsLockHolder(tc.claim); got != tc.needHolder {
 				t.Errorf("needsLockHolder = %v, want %v", got, tc.needHolder)
+			}
+			if got := isBusy(tc.claim, tc.lock); got != tc.busy {
+				t.Errorf("isBusy = %v, want %v", got, tc.busy)
 			}
 		})
 	}

@@ -230,6 +230,7 @@ func result(claim *locksv1alpha1.LockClaim) *Result {
 		Claim:        claim.Name,
 		uid:          claim.UID,
 		Identity:     claim.Status.HolderIdentity,
+		Mode:         claimMode(claim),
 		FencingToken: claim.Status.FencingToken,
 	}
 	if h := claim.Spec.Holder; h != nil {

@@ -82,8 +82,8 @@ var (
 	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
 	apiProf  = flag.String("apiserver-profile", "", "write a CPU profile of the API server, taken during the built-in backend's hot-lock handoffs, into this file")
 	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs (make the hot-lock phase at least as long, with -handoffs)")
-	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many",
-		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods")
+	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared",
+		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared")
 )
 
 // TestBench prints the figures. It is a Go test only so that it can start the same real servers
@@ -175,6 +175,12 @@ func TestBench(t *testing.T) {
 		fmt.Printf("many locks (built-in backend, %d locks × %d claims):\n", *manyN, *manyQ)
 		m := b.manyLocks(t, ctx, *manyN, *manyQ)
 		res.many = &m
+	}
+	if want["shared"] {
+		fmt.Println("shared locks (built-in backend):")
+		res.shared = append(res.shared,
+			b.sharedLock(t, ctx, "semaphore: 10 places, 100 claims", 10, 100, 0),
+			b.sharedLock(t, ctx, "read/write: 10 places, 100 claims, every 10th a writer", 10, 100, 10))
 	}
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")

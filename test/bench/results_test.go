@@ -91,6 +91,7 @@ type results struct {
 	raws      []rawResult
 	pods      []podResult
 	many      *manyResult
+	shared    []sharedResult
 }
 
 // perOp is "total (claims + locks + leases)" writes per operation.
@@ -139,6 +140,12 @@ func (r results) markdown() string {
 		fmt.Fprintf(&sb, "\n| many locks (built-in backend) | handoffs/s | handoff p50 / p99 |\n|---|--:|---|\n")
 		fmt.Fprintf(&sb, "| %d locks × %d claims, every holder deleted the moment it is seen Held (open loop across locks) | %.0f | %s |\n",
 			m.locks, m.claimsPerLock, m.perSec(), m.handoff.cell())
+	}
+	if len(r.shared) > 0 {
+		sb.WriteString("\n| shared locks (built-in backend), every holder deleted the moment it is seen Held | grants/s | wait p50 / p99 |\n|---|--:|---|\n")
+		for _, s := range r.shared {
+			fmt.Fprintf(&sb, "| %s | %.0f | %s |\n", s.label, s.perSec(), s.wait.cell())
+		}
 	}
 	if len(r.pods) > 0 {
 		sb.WriteString("\n| pods (built-in backend) | p50 / p99 |\n|---|---|\n")

@@ -176,7 +176,7 @@ spec:
 		kubectl("apply", "-n", apps, "-f", samples)
 		DeferCleanup(func() { _, _ = tryKubectl("delete", "-n", apps, "--ignore-not-found", "--wait=false", "-f", samples) })
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=60s", "lclaim/migration-by-hand")
-		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("migration-by-hand"))
+		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holders[0].claim}")).To(Equal("migration-by-hand"))
 		// The Redis sample points at a server that does not exist here: the controller says so in
 		// status, which takes the LockBackend status permission.
 		Eventually(func(g Gomega) {
@@ -251,8 +251,8 @@ spec:
 			dlock := &locksv1alpha1.DistributedLock{}
 			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "writer"}, dlock)).To(Succeed())
 			g.Expect(dlock.Status.Waiting).To(BeEquivalentTo(2))
-			g.Expect(dlock.Status.Holder).NotTo(BeNil())
-			g.Expect(dlock.Status.Holder.FencingToken).To(Equal(tokenOf(first)))
+			g.Expect(dlock.Status.Holders).To(HaveLen(1))
+			g.Expect(dlock.Status.Holders[0].FencingToken).To(Equal(tokenOf(first)))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("deleting the holder: the next pod in line is scheduled with a higher token")
@@ -321,7 +321,7 @@ spec:
 		}
 		Expect(tokens).To(HaveLen(3), "every pod got a token of its own")
 		// The last release and the lock's empty holder are writes to two objects.
-		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/batch", "-o", "jsonpath={.status.holder}").
+		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/batch", "-o", "jsonpath={.status.holders}").
 			WithTimeout(30 * time.Second).Should(BeEmpty())
 	})
 

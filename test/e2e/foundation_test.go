@@ -95,8 +95,8 @@ var _ = Describe("The lockwarden API on a real cluster", func() {
 		// One table per kind, each with the columns that answer a user's first question.
 		for _, header := range [][]string{
 			{"NAMESPACE", "NAME", "TYPE", "READY", "AGE"},
-			{"NAMESPACE", "NAME", "BACKEND", "HOLDER", "TOKEN", "WAITING", "READY", "AGE"},
-			{"NAMESPACE", "NAME", "LOCK", "PHASE", "HOLDER", "TOKEN", "EXPIRES", "AGE"},
+			{"NAMESPACE", "NAME", "BACKEND", "HOLDERS", "MAX", "HOLDER", "TOKEN", "WAITING", "READY", "AGE"},
+			{"NAMESPACE", "NAME", "LOCK", "PHASE", "HOLDER", "MODE", "TOKEN", "EXPIRES", "AGE"},
 		} {
 			Expect(out).To(MatchRegexp(`(?m)^`+strings.Join(header, `\s+`)+`\s*$`), "kubectl get locks -A:\n%s", out)
 		}
@@ -175,7 +175,7 @@ spec: {lockName: nightly-migration}
 			WithTimeout(30 * time.Second).Should(Equal("Pending 1"))
 		kubectl("delete", "-n", apps, "lclaim/first", "--wait=true", "--timeout=30s")
 		kubectl("wait", "-n", apps, "--for=condition=Acquired", "--timeout=30s", "lclaim/second")
-		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holder.claim}")).To(Equal("second"))
+		Expect(kubectl("get", "-n", apps, "dlock/nightly-migration", "-o", "jsonpath={.status.holders[0].claim}")).To(Equal("second"))
 
 		By("stopping on SIGTERM and giving up the leader Lease")
 		Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())

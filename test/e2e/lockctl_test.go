@@ -157,7 +157,7 @@ var _ = Describe("lockctl on the local cluster", Ordered, func() {
 		Eventually(func(g Gomega) {
 			l := &locksv1alpha1.DistributedLock{}
 			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "report"}, l)).To(Succeed())
-			g.Expect(l.Status.Holder).To(BeNil())
+			g.Expect(l.Status.Holders).To(BeEmpty())
 			list := &locksv1alpha1.LockClaimList{}
 			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
 			g.Expect(list.Items).To(BeEmpty())

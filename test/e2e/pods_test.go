@@ -148,7 +148,7 @@ spec:
 		}
 		Expect(tokens[0]).NotTo(Equal(tokens[1]))
 		// The last release and the lock's empty holder are writes to two objects.
-		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/search-index", "-o", "jsonpath={.status.holder}").
+		Eventually(tryKubectl).WithArguments("get", "-n", ns, "dlock/search-index", "-o", "jsonpath={.status.holders}").
 			WithTimeout(30 * time.Second).Should(BeEmpty())
 	})
 })

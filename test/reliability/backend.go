@@ -29,9 +29,89 @@ import (
 type BackendView struct {
 	// Known is false when the backend could not be read (paused, killed): the sample says nothing.
 	Known bool
-	// Held says the key is held (present, and for a Lease not expired); Holder is its identity.
+	// Held says the key is held (present, and for a Lease not expired), exclusively or in
+	// places. Places lists, sorted, every identity that holds a place of the key (nil when
+	// none does). Holder is the identity that holds the key exclusively when one does (it is
+	// then not among Places), else the first of Places. placesView builds views by this rule.
 	Held   bool
 	Holder string
+	Places []string
+}
+
+// placesView is the view of a key that exclusive holds alone ("" when nobody does) and whose
+// places are held by places (in any order; an identity listed twice holds one place).
+func placesView(exclusive string, places []string) BackendView {
+	v := BackendView{Known: true}
+	if len(places) > 0 {
+		v.Places = slices.Compact(slices.Sorted(slices.Values(places)))
+	}
+	switch {
+	case exclusive != "":
+		v.Held, v.Holder = true, exclusive
+	case len(v.Places) > 0:
+		v.Held, v.Holder = true, v.Places[0]
+	}
+	return v
+}
+
+// exclusiveHolder is the identity that holds the key exclusively by v; "" when none does.
+func (v BackendView) exclusiveHolder() string {
+	if !v.Held || slices.Contains(v.Places, v.Holder) {
+		return ""
+	}
+	return v.Holder
+}
+
+// withIdentities is v with each holder's value replaced by f(value), in the same roles.
+func (v BackendView) withIdentities(f func(string) string) BackendView {
+	if !v.Known {
+		return v
+	}
+	exclusive := v.exclusiveHolder()
+	if exclusive != "" {
+		exclusive = f(exclusive)
+	}
+	places := make([]string, len(v.Places))
+	for i, p := range v.Places {
+		places[i] = f(p)
+	}
+	return placesView(exclusive, places)
+}
+
+// excluders lists the identities that, by v, hold the key against a hold of identity that is
+// exclusive or not: the exclusive holder unless it is identity, and, against an exclusive hold,
+// every place of another identity. Places of others do not exclude a shared hold whose own place
+// is missing: as far as the view tells, that hold's place is free, which the backend samples
+// judge (a place missing counts as a free key there).
+func (v BackendView) excluders(identity string, exclusive bool) []string {
+	if !v.Known || !v.Held {
+		return nil
+	}
+	var out []string
+	if h := v.exclusiveHolder(); h != "" && h != identity {
+		out = append(out, h)
+	}
+	if exclusive {
+		for _, p := range v.Places {
+			if p != identity {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// heldKeys is key as the orphan check lists it: one entry per identity that holds it, the
+// exclusive holder and each place.
+func heldKeys(key string, v BackendView) []BackendKey {
+	var out []BackendKey
+	if h := v.exclusiveHolder(); h != "" {
+		out = append(out, BackendKey{Key: key, Holder: h})
+	}
+	for _, p := range v.Places {
+		out = append(out, BackendKey{Key: key, Holder: p})
+	}
+	return out
 }
 
 // HeldSample is one observation of a claim that the API showed Held, beside what the backend
@@ -49,7 +129,9 @@ type HeldSample struct {
 }
 
 // matches says the backend holds the key for the claim's identity.
-func (s HeldSample) matches() bool { return s.Backend.Held && s.Backend.Holder == s.Identity }
+func (s HeldSample) matches() bool {
+	return s.Backend.Held && (s.Backend.Holder == s.Identity || slices.Contains(s.Backend.Places, s.Identity))
+}
 
 // CheckBackendSamples checks S4 ("no phantom holder"): a claim reported Held must be held on the
 // backend for its identity. A mismatch is legitimate in two cases, which the rule leaves out:
@@ -98,8 +180,11 @@ func CheckBackendSamples(samples []HeldSample, margin, grace time.Duration) []st
 			}
 			if s.At.Sub(first.At) >= grace {
 				what := "free"
-				if s.Backend.Held {
-					what = "held by " + s.Backend.Holder
+				switch h := s.Backend.exclusiveHolder(); {
+				case h != "":
+					what = "held by " + h
+				case s.Backend.Held:
+					what = "held in places by " + strings.Join(s.Backend.Places, ", ")
 				}
 				out = append(out, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) reported Held from %s to %s with expireTime %s, but the backend key was %s",
 					k.lock, k.claim, k.token, s.Identity, first.At.Format(time.StampMilli), s.At.Format(time.StampMilli), s.ExpireTime.Format(time.StampMilli), what))
@@ -118,6 +203,8 @@ type ClaimState struct {
 	Token       int64
 	Identity    string
 	ExpireTime  time.Time
+	// Exclusive: the claim's spec.mode is Exclusive.
+	Exclusive bool
 }
 
 // Snapshot is every claim of a namespace as one LIST returned them, at At.
@@ -126,11 +213,12 @@ type Snapshot struct {
 	Claims []ClaimState
 }
 
-// CheckControllerExclusion checks the controller's own view: no snapshot may show two claims of
-// one lock Held by different identities while both expireTimes are more than margin ahead (a
-// claim that expires may be waiting for the controller to notice; claims of one identity share a
-// hold). One line per lock and pair, reported once.
-func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []string {
+// CheckControllerExclusion checks the controller's own view: no snapshot may show, Held on one
+// lock while their expireTimes are more than margin ahead (a claim that expires may be waiting for
+// the controller to notice), two claims of different identities of which one is Exclusive or
+// whose lock has one place, nor more identities than the lock's places (placesOf; claims of one
+// identity share a hold). One line per lock and pair, or per lock and count, reported once.
+func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration, placesOf func(lock string) int) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, snap := range snapshots {
@@ -142,10 +230,13 @@ func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []stri
 		}
 		for _, lock := range sortedKeys(byLock) {
 			cs := byLock[lock]
+			places := max(placesOf(lock), 1)
+			identities := map[string]bool{}
 			for i := range cs {
+				identities[cs[i].Identity] = true
 				for j := i + 1; j < len(cs); j++ {
 					a, b := cs[i], cs[j]
-					if a.Identity == b.Identity {
+					if a.Identity == b.Identity || (places > 1 && !a.Exclusive && !b.Exclusive) {
 						continue
 					}
 					key := lock + "\x00" + min(a.Claim, b.Claim) + "\x00" + max(a.Claim, b.Claim)
@@ -157,20 +248,27 @@ func CheckControllerExclusion(snapshots []Snapshot, margin time.Duration) []stri
 						lock, snap.At.Format(time.StampMilli), a.Claim, a.Token, a.ExpireTime.Format(time.StampMilli), b.Claim, b.Token, b.ExpireTime.Format(time.StampMilli)))
 				}
 			}
+			if key := lock + "\x00count"; places > 1 && len(identities) > places && !seen[key] {
+				seen[key] = true
+				out = append(out, fmt.Sprintf("lock %s: at %s the API showed %d holders Held, more than its %d place(s)",
+					lock, snap.At.Format(time.StampMilli), len(identities), places))
+			}
 		}
 	}
 	return out
 }
 
-// BackendKey is one lock key found held on the backend at the end of a run.
+// BackendKey is one hold of a lock key found on the backend at the end of a run: the key's
+// exclusive hold, or one of its places (a key held in places gives one BackendKey per place).
 type BackendKey struct {
 	Key, Holder string
 }
 
 // CheckOrphans checks L2's "no orphaned backend key": after convergence and a further TTL,
-// every key still held on the backend must belong to a claim the API shows Held (heldBy maps a
-// key to the identities of its Held claims). A key held for no Held claim is kept alive by
-// nobody who will ever release it, or by a renewal of a hold that ended. One line per orphan.
+// every hold still on the backend (a key's exclusive hold, or each of its places) must belong to
+// a claim the API shows Held (heldBy maps a key to the identities of its Held claims). A hold for
+// no Held claim is kept alive by nobody who will ever release it, or by a renewal of a hold that
+// ended. One line per orphan.
 func CheckOrphans(keys []BackendKey, heldBy map[string][]string) []string {
 	var out []string
 	for _, k := range keys {
@@ -179,7 +277,7 @@ func CheckOrphans(keys []BackendKey, heldBy map[string][]string) []string {
 			if ids := heldBy[k.Key]; len(ids) > 0 {
 				owners = strings.Join(ids, ", ")
 			}
-			out = append(out, fmt.Sprintf("backend key %s is held by %s, but no Held claim has that identity (Held claims' identities: %s)", k.Key, k.Holder, owners))
+			out = append(out, fmt.Sprintf("backend key %s is held by %s (exclusively or in a place), but no Held claim has that identity (Held claims' identities: %s)", k.Key, k.Holder, owners))
 		}
 	}
 	return out

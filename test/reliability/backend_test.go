@@ -17,6 +17,7 @@ limitations under the License.
 package reliability
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,7 +83,7 @@ func TestCheckControllerExclusion(t *testing.T) {
 		"old holder expiring":     {[]ClaimState{expiring, b}, false},
 		"two holders, both valid": {[]ClaimState{a, b}, true},
 	} {
-		v := CheckControllerExclusion([]Snapshot{{At: at(1000), Claims: c.claims}, {At: at(1200), Claims: c.claims}}, testMargin)
+		v := CheckControllerExclusion([]Snapshot{{At: at(1000), Claims: c.claims}, {At: at(1200), Claims: c.claims}}, testMargin, onePlace)
 		if got := len(v) > 0; got != c.bad {
 			t.Errorf("%s: violations %v, want a violation: %v", name, v, c.bad)
 		} else if got {
@@ -102,6 +103,8 @@ func TestCheckOrphans(t *testing.T) {
 	for name, keys := range map[string][]BackendKey{
 		"no claim":         {{Key: "lockwarden/ns/m", Holder: "pod-x"}},
 		"another identity": {{Key: "lockwarden/ns/l", Holder: "pod-b"}},
+		// A key held in places is one hold per place (heldKeys): each must be a Held claim's.
+		"a place of no claim": heldKeys("lockwarden/ns/l", sharedView("pod-a", "pod-c")),
 	} {
 		if v := CheckOrphans(keys, heldBy); len(v) != 1 {
 			t.Errorf("%s: %v, want one orphan", name, v)
@@ -134,7 +137,10 @@ func TestResultRequirements(t *testing.T) {
 	lost.NoLossRequired, lost.Lost = true, 1
 	orphan := base
 	orphan.Orphans = []string{"k"}
-	for name, r := range map[string]Result{"fencing required, none rejected": noFencing, "loss forbidden, one lost": lost, "orphan": orphan} {
+	noPlace := base
+	noPlace.PlacesRequired = true
+	for name, r := range map[string]Result{"fencing required, none rejected": noFencing, "loss forbidden, one lost": lost, "orphan": orphan,
+		"places, none seen on the backend": noPlace} {
 		if r.Passed() {
 			t.Errorf("%s: passed", name)
 		}
@@ -143,5 +149,37 @@ func TestResultRequirements(t *testing.T) {
 	fenced.Rejected = 3
 	if !fenced.Passed() {
 		t.Fatalf("a run that rejected stale writes failed: %v", fenced.Unmet())
+	}
+	placed := noPlace
+	placed.PlaceSamples = 1
+	if !placed.Passed() {
+		t.Fatalf("a run whose backend was seen holding a place failed: %v", placed.Unmet())
+	}
+}
+
+// onePlace: every lock is a mutex.
+func onePlace(string) int { return 1 }
+
+func TestCheckControllerExclusionWithPlaces(t *testing.T) {
+	held := func(claim, identity string, exclusive bool) ClaimState {
+		return ClaimState{Lock: "ns/l", Claim: claim, Held: true, Identity: identity, ExpireTime: at(5000), Exclusive: exclusive}
+	}
+	for name, c := range map[string]struct {
+		claims []ClaimState
+		want   string
+	}{
+		"three readers on three places": {[]ClaimState{held("a", "A", false), held("b", "B", false), held("c", "C", false)}, ""},
+		"four readers on three places":  {[]ClaimState{held("a", "A", false), held("b", "B", false), held("c", "C", false), held("d", "D", false)}, "4 holders Held, more than its 3 place(s)"},
+		"two claims of one reader":      {[]ClaimState{held("a", "A", false), held("a2", "A", false), held("b", "B", false), held("c", "C", false)}, ""},
+		"a writer beside a reader":      {[]ClaimState{held("a", "A", false), held("w", "W", true)}, "both Held"},
+		"a writer alone, with its twin": {[]ClaimState{held("w", "W", true), held("w2", "W", true)}, ""},
+	} {
+		v := CheckControllerExclusion([]Snapshot{{At: at(1000), Claims: c.claims}}, testMargin, func(string) int { return 3 })
+		switch {
+		case c.want == "" && len(v) > 0:
+			t.Errorf("%s: violations %v, want none", name, v)
+		case c.want != "" && (len(v) != 1 || !strings.Contains(v[0], c.want)):
+			t.Errorf("%s: violations %v, want one with %q", name, v, c.want)
+		}
 	}
 }

@@ -62,6 +62,9 @@ type Grant struct {
 	Acquired time.Time
 	Token    int64
 	Identity string
+	// Exclusive: the claim asked for the lock alone (spec.mode Exclusive); on a lock of one
+	// place every hold is alone whatever it asked.
+	Exclusive bool
 	// LastRenew is the latest status.renewTime the watch showed while Held: the backend held
 	// the lock then, so a loss happened after it.
 	LastRenew time.Time

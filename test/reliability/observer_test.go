@@ -20,7 +20,6 @@ package reliability
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,12 +42,16 @@ const observePeriod = 25 * time.Millisecond
 // observer keeps the backend's own view of each lock key over time (KeyTimeline), read through
 // the backend's protocol on a connection of the harness's own: a read every observePeriod, and,
 // where the store can push changes (etcd keys, ZooKeeper nodes, the built-in backend's Leases), a
-// watch that also catches a holder replaced by another between two reads.
+// watch that also catches a holder replaced by another between two reads, and on etcd and
+// ZooKeeper an exclusive hold beside places or more places than the lock has.
 type observer struct {
 	reader backendReader
 	// etcd and zk, when set, are watched for every key besides the reads.
 	etcd *clientv3.Client
 	zk   *zk.Conn
+	// places is the locks' number of places (maxHolders), which the watches check the store's
+	// places against.
+	places int
 
 	mu        sync.Mutex
 	timelines map[string]*KeyTimeline // by key
@@ -69,11 +72,14 @@ func (o *observer) watch(ctx context.Context, lock, key string) {
 	}
 	if o.zk != nil {
 		go o.watchZooKeeper(ctx, o.zk, key)
+		go o.watchZooKeeperPlaces(ctx, o.zk, key)
 	}
 }
 
+// add records s on key's timeline, its holders given as claim identities.
 func (o *observer) add(key string, s KeyState) {
-	s.Holder = holderIdentity(s.Holder)
+	v := s.view().withIdentities(holderIdentity)
+	s.Holder, s.Places = v.Holder, v.Places
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.timelines[key].Add(s)
@@ -91,7 +97,7 @@ func (o *observer) poll(ctx context.Context, key string) {
 		if ctx.Err() != nil {
 			return
 		}
-		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder, Polled: true})
+		o.add(key, KeyState{At: at, Known: v.Known, Holder: v.Holder, Places: v.Places, Polled: true})
 		select {
 		case <-ctx.Done():
 			return
@@ -100,32 +106,74 @@ func (o *observer) poll(ctx context.Context, key string) {
 	}
 }
 
-// watchEtcd follows key's events: a put that replaces one holder's value with another's (no
-// delete between) means the store let two identities hold the key at once.
+// watchEtcd follows key and its places (one watch over a range that holds both, so that events
+// come in revision order), from a read of both at one revision: after every revision the key's
+// holds are recorded, and the store is checked (etcdShadow): a put that replaces one exclusive
+// holder's value with another's (no delete between), an exclusive hold beside places, or more
+// places than the lock has, means the store let too many identities hold the key at once.
 func (o *observer) watchEtcd(ctx context.Context, key string) {
+	prefix := etcdPlacePrefix(key)
+	// Place keys sort before lock keys ("lockwarden-" < "lockwarden/"): [prefix, key+"\x00")
+	// holds the key and its places, and other keys, which the shadow ignores.
+	end := key + "\x00"
 	for ctx.Err() == nil {
-		for resp := range o.etcd.Watch(ctx, key, clientv3.WithPrevKV()) {
-			for _, ev := range resp.Events {
-				now := time.Now()
-				switch {
-				case ev.Type == clientv3.EventTypeDelete:
-					o.add(key, KeyState{At: now, Known: true})
-				case ev.PrevKv != nil && string(ev.PrevKv.Value) != string(ev.Kv.Value):
-					o.mu.Lock()
-					tl := o.timelines[key]
-					tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("etcd key %s: %q replaced by %q at revision %d without a delete (two holders at once)",
-						key, ev.PrevKv.Value, ev.Kv.Value, ev.Kv.ModRevision))
-					o.mu.Unlock()
-					o.add(key, KeyState{At: now, Known: true, Holder: string(ev.Kv.Value)})
-				default:
-					o.add(key, KeyState{At: now, Known: true, Holder: string(ev.Kv.Value)})
+		resp, err := o.etcd.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
+		if err != nil {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		shadow := newEtcdShadow(key)
+		for _, op := range resp.Responses {
+			for _, kv := range op.GetResponseRange().GetKvs() {
+				shadow.apply(string(kv.Key), string(kv.Value), false, kv.ModRevision)
+			}
+		}
+		rev := resp.Header.Revision
+		o.recordEtcd(key, shadow, time.Now(), rev)
+		wctx, cancel := context.WithCancel(ctx)
+		for wresp := range o.etcd.Watch(wctx, prefix, clientv3.WithRange(end), clientv3.WithRev(rev+1)) {
+			if wresp.Err() != nil {
+				break // compacted, or the watch was cancelled: read again
+			}
+			now := time.Now()
+			for i, ev := range wresp.Events {
+				rev = ev.Kv.ModRevision
+				if p := shadow.apply(string(ev.Kv.Key), string(ev.Kv.Value), ev.Type == clientv3.EventTypeDelete, rev); p != "" {
+					o.overlap(key, p)
+				}
+				// A transaction's events share its revision: judge the key after the last.
+				if i+1 == len(wresp.Events) || wresp.Events[i+1].Kv.ModRevision != rev {
+					o.recordEtcd(key, shadow, now, rev)
 				}
 			}
 		}
-		select { // the watch ended (server restarted): start again
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+		cancel()
+		sleepCtx(ctx, 100*time.Millisecond) // the watch ended (server restarted): start again
+	}
+}
+
+// recordEtcd records the shadow's view of key at, and what it finds wrong at revision rev.
+func (o *observer) recordEtcd(key string, shadow *etcdShadow, at time.Time, rev int64) {
+	for _, p := range shadow.problems(o.places, rev) {
+		o.overlap(key, p)
+	}
+	v := shadow.view()
+	o.add(key, KeyState{At: at, Known: true, Holder: v.Holder, Places: v.Places})
+}
+
+// overlap records a moment at which the store itself let too many identities hold key.
+func (o *observer) overlap(key, what string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tl := o.timelines[key]
+	tl.Overlaps = append(tl.Overlaps, what)
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 
@@ -193,7 +241,7 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 				continue
 			}
 			v := recordView(l, session, now)
-			o.add(key, KeyState{At: now, Known: true, Holder: v.Holder})
+			o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places})
 		}
 		w.Stop()
 	}
@@ -228,13 +276,13 @@ func dateOnArrival(events <-chan watch.Event) <-chan arrival {
 // identities held the key at once.
 func (o *observer) watchZooKeeper(ctx context.Context, conn *zk.Conn, key string) {
 	path := zkGuardPath(key) + "/" + zookeeper.LockNodeName
-	var prev *zkRecord
+	var prev string // the holder the node last showed; "" when there was none
 	var prevCzxid int64
 	var prevValidUntil time.Time
 	for ctx.Err() == nil {
 		data, stat, ch, err := conn.GetW(path)
 		if errors.Is(err, zk.ErrNoNode) {
-			prev = nil
+			prev = ""
 			exists, _, ech, err := conn.ExistsW(path)
 			switch {
 			case err != nil:
@@ -251,24 +299,86 @@ func (o *observer) watchZooKeeper(ctx context.Context, conn *zk.Conn, key string
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		var rec zkRecord
-		if json.Unmarshal(data, &rec) != nil || rec.Holder == "" {
-			rec = zkRecord{Holder: string(data)} // not lockwarden's record: held by its data
+		holder, validUntil, forever := zkNodeHolder(data, stat.Mtime)
+		if forever {
+			// Not lockwarden's record: lockwarden never writes over such a node.
+			validUntil = time.UnixMilli(stat.Mtime)
 		}
 		// The replacement's mtime is when the server applied it, on the same clock as the
 		// previous record's validity.
 		replacedAt := time.UnixMilli(stat.Mtime)
-		if prev != nil && stat.Czxid == prevCzxid && prev.Holder != rec.Holder && prevValidUntil.After(replacedAt) {
-			o.mu.Lock()
-			tl := o.timelines[key]
-			tl.Overlaps = append(tl.Overlaps, fmt.Sprintf("ZooKeeper node %s: holder %s replaced by %s at %s while %s's record was valid until %s (two holders at once)",
-				path, prev.Holder, rec.Holder, replacedAt.Format(time.StampMilli), prev.Holder, prevValidUntil.Format(time.StampMilli)))
-			o.mu.Unlock()
+		if prev != "" && stat.Czxid == prevCzxid && prev != holder && prevValidUntil.After(replacedAt) {
+			o.overlap(key, fmt.Sprintf("ZooKeeper node %s: holder %s replaced by %s at %s while %s's record was valid until %s (two holders at once)",
+				path, prev, holder, replacedAt.Format(time.StampMilli), prev, prevValidUntil.Format(time.StampMilli)))
 		}
-		prev, prevCzxid, prevValidUntil = &rec, stat.Czxid, zkValidUntil(rec, stat)
+		prev, prevCzxid, prevValidUntil = holder, stat.Czxid, validUntil
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchZooKeeperPlaces follows key's places node (its children) and lock node with one-shot
+// watches, re-armed after each event, and checks the store after each: never more identities
+// holding place nodes than the lock has places (zkPlacesProblems), and never a lock node beside a
+// place node. The backend creates a place only in a Multi that makes sure no lock node exists,
+// and a lock node only in a Multi that deletes the places node (which fails while it has a
+// child), so the two never exist at once, expired or not. The check lists the places, then reads
+// the lock node, then each place listed again: a place listed before the lock node was seen and
+// still there after it existed at that moment too.
+func (o *observer) watchZooKeeperPlaces(ctx context.Context, conn *zk.Conn, key string) {
+	guard := zkGuardPath(key)
+	placesPath, lockPath := guard+"/"+zkPlacesNode, guard+"/"+zookeeper.LockNodeName
+	for ctx.Err() == nil {
+		_, _, lockCh, err := conn.ExistsW(lockPath)
+		if err != nil {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		names, _, placesCh, err := conn.ChildrenW(placesPath)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// No places node: wait for it (or the lock node) to change.
+			_, _, ech, err := conn.ExistsW(placesPath)
+			if err != nil {
+				sleepCtx(ctx, 100*time.Millisecond)
+				continue
+			}
+			placesCh = ech
+		case err != nil:
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		default:
+			for _, p := range zkPlacesProblems(placesPath, names, o.places) {
+				o.overlap(key, p)
+			}
+			o.checkLockBesidePlaces(conn, key, lockPath, placesPath, names)
+		}
+		select {
+		case <-lockCh:
+		case <-placesCh:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// checkLockBesidePlaces records an overlap when key's lock node exists while a place node that
+// was listed (names, under placesPath) before it was read still exists after.
+func (o *observer) checkLockBesidePlaces(conn *zk.Conn, key, lockPath, placesPath string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	exists, lockStat, err := conn.Exists(lockPath)
+	if err != nil || !exists {
+		return
+	}
+	for _, name := range names {
+		if still, _, err := conn.Exists(placesPath + "/" + name); err == nil && still {
+			o.overlap(key, fmt.Sprintf("ZooKeeper node %s (created at zxid %d) and place node %s/%s existed at once (an exclusive hold beside a place)",
+				lockPath, lockStat.Czxid, placesPath, name))
 			return
 		}
 	}

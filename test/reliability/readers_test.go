@@ -21,7 +21,6 @@ package reliability
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -40,26 +39,15 @@ import (
 const listTimeout = 5 * time.Second
 
 // zkReader reads the zookeeper backend's nodes (package zookeeper): key's guard node is
-// zookeeper.DefaultRoot + "/" + url.PathEscape(key) ("." and ".." as %2E and %2E%2E), and the lock
-// is its EPHEMERAL child zookeeper.LockNodeName, which lives only as long as the holder's session.
-// Its data is a JSON record {"holder", "acquireTime", "expireTime", "ttlMillis"}: a lock node is
-// held by record.holder while record.expireTime is after now (the record's TTL is enforced by its
-// readers, not by ZooKeeper); data that is no such record is held by the raw data, with no expiry,
-// as the backend's Inspect reports it.
+// zookeeper.DefaultRoot + "/" + url.PathEscape(key) ("." and ".." as %2E and %2E%2E). An
+// exclusive hold is its EPHEMERAL child zookeeper.LockNodeName, which lives only as long as the
+// holder's session; shared places are EPHEMERAL children of its child zkPlacesNode, one per place.
+// A lock or place node's data is a JSON record {"holder", "acquireTime", "expireTime",
+// "ttlMillis"}: the node is held by record.holder until its mtime plus the TTL by the server's
+// clock (the record's TTL is enforced by its readers, not by ZooKeeper); data that is no such
+// record is held by the raw data, with no expiry, as the backend's Inspect reports it
+// (zkNodeHolder).
 type zkReader struct{ conn *zk.Conn }
-
-// zkRecord is the part of a lock node's record the reader needs.
-type zkRecord struct {
-	Holder    string `json:"holder"`
-	TTLMillis int64  `json:"ttlMillis"`
-}
-
-// zkValidUntil is when a lock node's record stops holding its lock: the node's mtime plus its TTL,
-// by the ZooKeeper server's clock (the backend's rule; the record's ExpireTime is the writer's
-// clock and informational). The server runs on this machine, so its clock is ours.
-func zkValidUntil(rec zkRecord, stat *zk.Stat) time.Time {
-	return time.UnixMilli(stat.Mtime).Add(time.Duration(max(rec.TTLMillis, 0)) * time.Millisecond)
-}
 
 // zkGuardPath is key's guard node, as the backend names it.
 func zkGuardPath(key string) string {
@@ -97,27 +85,57 @@ func zkCall[T any](ctx context.Context, f func() (T, error)) (T, error) {
 func (r zkReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
+	guard := zkGuardPath(key)
+	exclusive, ok := r.holderOf(ctx, guard+"/"+zookeeper.LockNodeName)
+	if !ok {
+		return BackendView{}
+	}
+	// The places are read after the lock node, not at the same moment; a state is dated at the
+	// start of its read, and a place taken after the lock node went shows up beside it only for
+	// holds that began after that start (KeyState.Polled).
+	names, err := zkCall(ctx, func() ([]string, error) {
+		names, _, err := r.conn.Children(guard + "/" + zkPlacesNode)
+		return names, err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+	case err != nil:
+		return BackendView{}
+	}
+	var places []string
+	for _, name := range names {
+		holder, ok := r.holderOf(ctx, guard+"/"+zkPlacesNode+"/"+name)
+		if !ok {
+			return BackendView{}
+		}
+		if holder != "" {
+			places = append(places, holder)
+		}
+	}
+	return placesView(exclusive, places)
+}
+
+// holderOf reads a lock or place node: its holder while it holds, "" when it is gone or its
+// record expired; ok is false when the server did not answer.
+func (r zkReader) holderOf(ctx context.Context, path string) (holder string, ok bool) {
 	var stat *zk.Stat
 	data, err := zkCall(ctx, func() ([]byte, error) {
-		data, st, err := r.conn.Get(zkGuardPath(key) + "/" + zookeeper.LockNodeName)
+		data, st, err := r.conn.Get(path)
 		stat = st
 		return data, err
 	})
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return BackendView{Known: true}
-	case err != nil:
-		return BackendView{}
+		return "", true
+	case err != nil || stat == nil:
+		return "", false
 	}
-	var rec zkRecord
-	if err := json.Unmarshal(data, &rec); err != nil || rec.Holder == "" {
-		// Not lockwarden's record: another client's node, held by its data.
-		return BackendView{Known: true, Held: true, Holder: string(data)}
+	// The server runs on this machine, so its clock is ours.
+	holder, validUntil, forever := zkNodeHolder(data, stat.Mtime)
+	if !forever && !validUntil.After(time.Now()) {
+		return "", true
 	}
-	if stat == nil || !zkValidUntil(rec, stat).After(time.Now()) {
-		return BackendView{Known: true}
-	}
-	return BackendView{Known: true, Held: true, Holder: rec.Holder}
+	return holder, true
 }
 
 // held lists Root's children (one guard per key, named by the escaped key), decodes their names
@@ -148,29 +166,31 @@ func (r zkReader) held(ctx context.Context, prefix string) ([]BackendKey, error)
 	return readHeld(ctx, r, "zookeeper", keys)
 }
 
-// readHeld reads keys through r and returns those held. A key r cannot read fails the listing:
-// a partial answer would let the orphan check pass on what it never saw.
+// readHeld reads keys through r and returns their holds (heldKeys: the exclusive one, or each
+// place). A key r cannot read fails the listing: a partial answer would let the orphan check pass
+// on what it never saw.
 func readHeld(ctx context.Context, r backendReader, backend string, keys []string) ([]BackendKey, error) {
 	var out []BackendKey
 	for _, k := range keys {
 		v := r.read(ctx, k)
-		switch {
-		case !v.Known:
+		if !v.Known {
 			return nil, fmt.Errorf("%s: reading %q: no answer", backend, k)
-		case v.Held:
-			out = append(out, BackendKey{Key: k, Holder: v.Holder})
 		}
+		out = append(out, heldKeys(k, v)...)
 	}
 	return out, nil
 }
 
-// sqlReader reads the SQL backend's tables (package sqlbackend): one row per key in table
-// (lock_key, holder, session_id, ttl_us, expires_at, ...), and one row per controller session in
-// table + "_sessions" (session_id, renewed_at). A row is held by its holder while
-// GREATEST(expires_at, its session's renewed_at + ttl_us) is after the database's clock (now() on
-// PostgreSQL, UTC_TIMESTAMP(6) on MySQL/MariaDB, whose DATETIMEs are UTC); a missing session row
-// counts as never renewed. The rule is evaluated in SQL, by the database's clock, as the backend's
-// statements do.
+// sqlReader reads the SQL backend's tables (package sqlbackend): one row per key held
+// exclusively in table (lock_key, holder, session_id, ttl_us, expires_at, ...), one row per place
+// of a key held in shared places in table + sqlPlacesTableSuffix (the same columns, primary key
+// (lock_key, holder)), and one row per controller session in table + "_sessions" (session_id,
+// renewed_at). A lock or place row is held by its holder while GREATEST(expires_at, its session's
+// renewed_at + ttl_us) is after the database's clock (now() on PostgreSQL, UTC_TIMESTAMP(6) on
+// MySQL/MariaDB, whose DATETIMEs are UTC); a missing session row counts as never renewed. The
+// row a shared key keeps in the lock table as its marker names no holder and has expired since
+// 1970, so it holds nothing. The rule is evaluated in SQL, by the database's clock, as the
+// backend's statements do, and each read is one statement, so one snapshot of both tables.
 type sqlReader struct {
 	db *sql.DB
 	// dialect is sqlbackend.DriverPostgres or sqlbackend.DriverMySQL (LockBackend spec.sql.driver).
@@ -179,64 +199,88 @@ type sqlReader struct {
 	table string
 }
 
-// liveFrom is the FROM and the liveness condition of a lock row l joined with its session row s,
-// and the dialect's first two placeholders.
-func (r sqlReader) liveFrom() (from, live, p1 string) {
-	table := r.table
-	if table == "" {
-		table = sqlbackend.DefaultTable
-	}
-	from = " FROM " + table + " AS l LEFT JOIN " + table + "_sessions AS s ON s.session_id = l.session_id"
+// liveFrom is the FROM of the rows l of table (the lock table or its places table) joined with
+// their session rows s, and the condition that the row lives.
+func (r sqlReader) liveFrom(table string) (from, live string) {
+	from = " FROM " + table + " AS l LEFT JOIN " + r.lockTable() + "_sessions AS s ON s.session_id = l.session_id"
 	if r.dialect == sqlbackend.DriverMySQL {
 		// GREATEST is NULL if an argument is: a missing session row leaves expires_at.
-		return from, "GREATEST(l.expires_at, COALESCE(s.renewed_at + INTERVAL l.ttl_us MICROSECOND, l.expires_at)) > UTC_TIMESTAMP(6)", "?"
+		return from, "GREATEST(l.expires_at, COALESCE(s.renewed_at + INTERVAL l.ttl_us MICROSECOND, l.expires_at)) > UTC_TIMESTAMP(6)"
 	}
 	// PostgreSQL's GREATEST ignores NULLs.
-	return from, "GREATEST(l.expires_at, s.renewed_at + l.ttl_us * interval '1 microsecond') > now()", "$1"
+	return from, "GREATEST(l.expires_at, s.renewed_at + l.ttl_us * interval '1 microsecond') > now()"
+}
+
+func (r sqlReader) lockTable() string {
+	if r.table == "" {
+		return sqlbackend.DefaultTable
+	}
+	return r.table
+}
+
+// liveRows selects, in one statement, the live rows of the lock table and of the places table
+// whose lock_key satisfies cond (cond holds the parameter as "$p", replaced by the dialect's
+// placeholder of the first and the second table's), with arg for both.
+func (r sqlReader) liveRows(ctx context.Context, cond string, arg string) ([]sqlHoldRow, error) {
+	p1, p2 := "$1", "$2"
+	if r.dialect == sqlbackend.DriverMySQL {
+		p1, p2 = "?", "?"
+	}
+	lockFrom, lockLive := r.liveFrom(r.lockTable())
+	placeFrom, placeLive := r.liveFrom(r.lockTable() + sqlPlacesTableSuffix)
+	q := "SELECT l.lock_key, l.holder, FALSE" + lockFrom + " WHERE " + strings.ReplaceAll(cond, "$p", p1) + " AND " + lockLive +
+		" UNION ALL SELECT l.lock_key, l.holder, TRUE" + placeFrom + " WHERE " + strings.ReplaceAll(cond, "$p", p2) + " AND " + placeLive
+	rows, err := r.db.QueryContext(ctx, q, arg, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sqlHoldRow
+	for rows.Next() {
+		var h sqlHoldRow
+		if err := rows.Scan(&h.key, &h.holder, &h.shared); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
 }
 
 func (r sqlReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	from, live, p1 := r.liveFrom()
-	var holder string
-	err := r.db.QueryRowContext(ctx, "SELECT l.holder"+from+" WHERE l.lock_key = "+p1+" AND "+live, key).Scan(&holder)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return BackendView{Known: true} // no row, or an expired one: free
-	case err != nil:
+	rows, err := r.liveRows(ctx, "l.lock_key = $p", key)
+	if err != nil {
 		return BackendView{}
 	}
-	return BackendView{Known: true, Held: true, Holder: holder}
+	return sqlView(rows) // no live row: free
 }
 
 // held selects the live rows whose key starts with prefix (LIKE, with '!' escaping the pattern's
-// special characters, which both dialects accept as written).
+// special characters, which both dialects accept as written): one hold per row.
 func (r sqlReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	from, live, p1 := r.liveFrom()
 	pattern := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix) + "%"
-	rows, err := r.db.QueryContext(ctx, "SELECT l.lock_key, l.holder"+from+" WHERE l.lock_key LIKE "+p1+" ESCAPE '!' AND "+live, pattern)
+	rows, err := r.liveRows(ctx, "l.lock_key LIKE $p ESCAPE '!'", pattern)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []BackendKey
-	for rows.Next() {
-		var k BackendKey
-		if err := rows.Scan(&k.Key, &k.Holder); err != nil {
-			return nil, err
+	for _, h := range rows {
+		if h.holder != "" {
+			out = append(out, BackendKey{Key: h.key, Holder: h.holder})
 		}
-		out = append(out, k)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// redlockReader reads the redlock backend's N independent Redis nodes (package redlock): on each
-// node the key's value is the holder identity (SET key identity NX PX ttl; the hold record beside
-// it, "lockwarden-hold:" + key, decides nothing), and a key is held by the identity that holds it
-// on a quorum, N/2+1, of the nodes, as the backend's Inspect decides.
+// redlockReader reads the redlock backend's N independent Redis nodes (package redlock): each
+// node keeps a key as the redis backend does (a string valued with its exclusive holder, or a
+// sorted set of places beside a hash of place records; the hold record "lockwarden-hold:" + key
+// decides nothing), each read in one MULTI (readRedisNode), and redlockView decides over the
+// nodes: held exclusively by the identity that holds it on a majority, N/2+1, of the nodes, and
+// in places by each identity whose place is on its shared quorum of them, as the backend does.
 type redlockReader struct{ nodes []*goredis.Client }
 
 // redlockRecordPrefix starts the hold records' keys (redisnode.RecordKeyPrefix).
@@ -250,46 +294,17 @@ func (r redlockReader) quorum() int { return len(r.nodes)/2 + 1 }
 func (r redlockReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	holders := make([]string, len(r.nodes))
-	errs := make([]error, len(r.nodes))
+	holdings := make([]*nodeHolding, len(r.nodes))
 	var wg sync.WaitGroup
 	for i, c := range r.nodes {
 		wg.Go(func() {
-			v, err := c.Get(ctx, key).Result()
-			switch {
-			case errors.Is(err, goredis.Nil):
-			case err != nil:
-				errs[i] = err
-			default:
-				holders[i] = v
+			if h, err := readRedisNode(ctx, c, key); err == nil {
+				holdings[i] = &h
 			}
 		})
 	}
 	wg.Wait()
-	votes := map[string]int{}
-	failed := 0
-	for i, err := range errs {
-		switch {
-		case err != nil:
-			failed++
-		case holders[i] != "":
-			votes[holders[i]]++
-		}
-	}
-	best, most := "", 0
-	for h, n := range votes {
-		if n > most {
-			best, most = h, n
-		}
-	}
-	switch {
-	case most >= r.quorum():
-		return BackendView{Known: true, Held: true, Holder: best}
-	case most+failed >= r.quorum():
-		// The nodes that did not answer could make a quorum for someone: nothing is known.
-		return BackendView{}
-	}
-	return BackendView{Known: true}
+	return redlockView(len(r.nodes), holdings)
 }
 
 // held unions KEYS prefix* over the nodes and reads each key. A key held on a quorum is on at

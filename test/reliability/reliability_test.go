@@ -208,11 +208,35 @@ type scenario struct {
 	// eviction.
 	lockDelay  time.Duration
 	lossPolicy locksv1alpha1.LossPolicy
+	// places is the locks' maxHolders (0 or 1: a mutex), and exclusiveEvery makes every
+	// exclusiveEvery-th claimant of a lock (the first included) ask for it Exclusive (0: none),
+	// with claimants claimants per lock (0: 3). With places above 1 the places checker replaces
+	// mutual exclusion, only holders that hold alone write to the fenced register (the others
+	// read), and linearizability is checked over the holds that hold alone.
+	places         int32
+	exclusiveEvery int
+	claimants      int
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
 	alsoMutants []mutant.Name
 	expect      string
+}
+
+// lockPlaces is the locks' number of places.
+func (s scenario) lockPlaces() int32 { return max(s.places, 1) }
+
+// exclusiveClaimant says whether claimant i of a lock asks for it Exclusive.
+func (s scenario) exclusiveClaimant(i int) bool {
+	return s.exclusiveEvery > 0 && i%s.exclusiveEvery == 0
+}
+
+// claimantsPerLock is how many claimants ask for each lock.
+func (s scenario) claimantsPerLock() int {
+	if s.claimants == 0 {
+		return 3
+	}
+	return s.claimants
 }
 
 func (s scenario) lockTTL() time.Duration {
@@ -241,6 +265,8 @@ func smokeScenarios() []scenario {
 		deposedLeader("kubernetes"),
 		outsideHolder(),
 		lossEvict(),
+		// Shared places with writers among the readers, across a leader's death.
+		readWrite("kubernetes", faultLeaderKill, 2),
 		// Two deliberate bugs that the harness must catch (make test-reliability-mutants runs all).
 		mutantScenario(mutant.TokenLower),
 		mutantScenario(mutant.GrantUnacquired),
@@ -263,6 +289,30 @@ func lossEvict() scenario {
 	return scenario{name: "loss-evict", backend: "redis", replicas: 1, kinds: []faultKind{faultRedisBlackhole}, staleWriter: true,
 		lockDelay: 3 * time.Second, lossPolicy: locksv1alpha1.LossPolicyEvict,
 		ends: []EndKind{EndRelease, EndPodDelete, EndSilentDeath, EndSucceeded, EndHang}, workload: 20 * time.Second}
+}
+
+// sharedScenarios are the shared-lock workloads on backend, with its first fault: a semaphore
+// (locks of 3 places, 6 claimants each) and a read/write lock (the same, with every third
+// claimant a writer that asks for the lock Exclusive). The places checker and the API snapshots
+// check that no lock ever has more holders than places, nor anyone beside an Exclusive holder.
+func sharedScenarios(backend string) []scenario {
+	kind := faultLeaderKill
+	if kinds := faultsOf(backend); len(kinds) > 0 {
+		kind = kinds[0]
+	}
+	replicas := 1
+	if managerFault(kind) {
+		replicas = 2
+	}
+	return []scenario{
+		{name: "semaphore", backend: backend, replicas: replicas, kinds: []faultKind{kind}, places: 3, claimants: 6, workload: 40 * time.Second},
+		readWrite(backend, kind, replicas),
+	}
+}
+
+// readWrite is the read/write workload on backend with one fault of kind.
+func readWrite(backend string, kind faultKind, replicas int) scenario {
+	return scenario{name: "read-write", backend: backend, replicas: replicas, kinds: []faultKind{kind}, places: 3, claimants: 6, exclusiveEvery: 3, workload: 40 * time.Second}
 }
 
 // longHolds is a fault-free run on the built-in backend at the default 30 s lease in which one
@@ -316,6 +366,11 @@ func mutantScenario(m mutant.Name) scenario {
 		s, s.expect = lossEvict(), "lock-delay"
 	case mutant.KeepCoveredGaps:
 		s, s.expect = longHolds(), "no-loss"
+	case mutant.IgnorePlaces:
+		s = scenario{name: "semaphore", backend: "kubernetes", replicas: 1, places: 3, claimants: 6, workload: 20 * time.Second, expect: "places"}
+	case mutant.WriterBesideReaders:
+		s = readWrite("kubernetes", faultLeaderKill, 2)
+		s.kinds, s.replicas, s.workload, s.expect = nil, 1, 20*time.Second, "places"
 	default:
 		panic("no scenario for mutant " + string(m))
 	}
@@ -383,6 +438,7 @@ func fullScenarios() []scenario {
 		if backend == "kubernetes" {
 			out = append(out, scenario{name: "random-3", backend: backend, replicas: 2, random: 3, workload: 75 * time.Second})
 		}
+		out = append(out, sharedScenarios(backend)...)
 	}
 	out = append(out, longHolds())
 	// Killing the leader with default settings (leader election 15 s/10 s/2 s, lock lease 30 s)
@@ -669,12 +725,13 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		t.Fatalf("%v\n%s", err, managerLogs(managers))
 	}
 
-	const locks, claimantsPerLock = 2, 3
+	const locks = 2
+	claimantsPerLock := s.claimantsPerLock()
 	res := map[string]*resource{}
 	lockSpec := func(name string) *locksv1alpha1.DistributedLock {
 		return &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
 			Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: int32(ttl / time.Second),
-				LockDelaySeconds: int32(s.lockDelay / time.Second), LossPolicy: s.lossPolicy,
+				LockDelaySeconds: int32(s.lockDelay / time.Second), LossPolicy: s.lossPolicy, MaxHolders: s.lockPlaces(),
 				BackendRef: locksv1alpha1.BackendReference{Name: backendRef}}}
 	}
 	var etcdWatch *clientv3.Client
@@ -682,6 +739,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		etcdWatch = srv.etcdClient
 	}
 	obs := newObserver(be.reader, etcdWatch)
+	obs.places = int(s.lockPlaces())
 	if s.backend == "zookeeper" {
 		obs.zk = srv.zkConn
 	}
@@ -737,7 +795,11 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 			cl := &claimant{c: e.c, rec: rec, ns: ns.Name, lock: lock, id: i, res: res[ns.Name+"/"+lock],
 				rng: rand.New(rand.NewPCG(seed, uint64(l*100+i))), ttl: ttl, writes: 5,
 				stopNew: stopNew, drain: drain, silentDeathDetection: ttl / 2, errs: errf, zombies: &zombies,
-				ends: s.ends, keepEnded: s.keepEnded, awaitEviction: s.lossPolicy == locksv1alpha1.LossPolicyEvict}
+				ends: s.ends, keepEnded: s.keepEnded, awaitEviction: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
+				mode: locksv1alpha1.LockModeShared, alone: s.lockPlaces() == 1}
+			if s.exclusiveClaimant(i) {
+				cl.mode, cl.alone = locksv1alpha1.LockModeExclusive, true
+			}
 			if (s.staleWriter || s.longHold > 0) && i == 0 {
 				cl.pinned = make(chan struct{})
 				slowHolders = append(slowHolders, cl.pinned)
@@ -847,7 +909,7 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r := Result{Scenario: s.name, Backend: s.backend, Seed: seed, Faults: strings.Join(faults.ran, ", "), TTL: ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: orphaned,
 		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
-		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants)}
+		LongHoldRequired: s.longHold, LongestHold: LongestHold(grants), PlacesRequired: s.lockPlaces() > 1}
 	if r.Faults == "" {
 		r.Faults = "none"
 	}
@@ -887,12 +949,22 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 		}
 	}
 	r.Violations = append(r.Violations, findings("tokens", CheckTokens(grants))...)
-	r.Violations = append(r.Violations, findings("exclusion", CheckExclusion(grants))...)
+	placesOf := func(string) int { return int(s.lockPlaces()) }
+	if s.lockPlaces() > 1 {
+		r.Violations = append(r.Violations, findings("places", CheckPlaces(grants, placesOf))...)
+	} else {
+		r.Violations = append(r.Violations, findings("exclusion", CheckExclusion(grants))...)
+	}
 	r.Violations = append(r.Violations, findings("final-is-final", CheckFinalIsFinal(grants))...)
 	samples, snapshots := smp.results()
 	r.HeldSamples = len(samples)
+	for _, smp := range samples {
+		if smp.Backend.Known && slices.Contains(smp.Backend.Places, smp.Identity) {
+			r.PlaceSamples++
+		}
+	}
 	r.Violations = append(r.Violations, findings("phantom", CheckBackendSamples(samples, sampleMargin, ttl/3+time.Second))...)
-	r.Violations = append(r.Violations, findings("api-snapshot", CheckControllerExclusion(snapshots, sampleMargin))...)
+	r.Violations = append(r.Violations, findings("api-snapshot", CheckControllerExclusion(snapshots, sampleMargin, placesOf))...)
 	timelines := obs.results(observedUntil)
 	for _, tl := range timelines {
 		r.ViewStates += len(tl.States)
@@ -930,7 +1002,8 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	r.Violations = append(r.Violations, findings("history", rec.errs)...)
 	rec.mu.Unlock()
 	html := filepath.Join(os.TempDir(), fmt.Sprintf("lockwarden-reliability-%s-%s-%d.html", s.backend, s.name, seed))
-	lin, err := CheckLinearizable(Operations(started, grants, writes), 5*time.Minute, html)
+	// The fenced-mutex model covers the holds that hold alone (all of them on a mutex).
+	lin, err := CheckLinearizable(Operations(started, holdsAlone(grants), writes), 5*time.Minute, html)
 	if err != nil {
 		t.Errorf("porcupine visualization: %v", err)
 	}
@@ -959,6 +1032,25 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 	}
 	t.Logf("writes %d, rejected by fencing %d, stale in the window %d, stale at the shadow %d, zombie holders %d, lost holds %d, held samples %d, backend states %d, mismatches within grace %d (longest %s)",
 		r.Writes, r.Rejected, r.Stale.InWindow, r.ShadowStale, zombies.Load(), r.Lost, r.HeldSamples, r.ViewStates, r.ViewAllowed, r.ViewLongest)
+	if s.lockPlaces() > 1 {
+		// What the store views saw of the places: a view that never saw one would let the
+		// backend checks pass on nothing.
+		unknown, withPlaces := 0, 0
+		for _, smp := range samples {
+			if !smp.Backend.Known {
+				unknown++
+			}
+		}
+		for _, tl := range timelines {
+			for _, st := range tl.States {
+				if len(st.Places) > 0 {
+					withPlaces++
+				}
+			}
+		}
+		t.Logf("held samples whose identity held a place %d of %d (backend unreadable in %d), backend states with places %d",
+			r.PlaceSamples, len(samples), unknown, withPlaces)
+	}
 	for _, m := range managers {
 		t.Logf("manager %s restarts %d, log %s", m.name, m.restarts, m.log)
 	}
@@ -1244,8 +1336,8 @@ func describeLoss(g Grant, samples []HeldSample) string {
 	if last == nil {
 		return fmt.Sprintf("%s (token %d) seen Lost at %s; never sampled", g.Claim, g.Token, stamp(g.Released))
 	}
-	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q",
-		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.Holder)
+	return fmt.Sprintf("%s (token %d) seen Lost at %s (%s: %s); last sampled Held at %s with status.expireTime %s; the backend then: known %v, held %v by %q, places %q",
+		g.Claim, g.Token, stamp(g.Released), g.Reason, g.Message, stamp(last.At), stamp(last.ExpireTime), last.Backend.Known, last.Backend.Held, last.Backend.exclusiveHolder(), last.Backend.Places)
 }
 
 func describeGrants(grants []Grant) string {

@@ -88,10 +88,15 @@ type Result struct {
 	// LongestHold is the longest that ended other than Lost.
 	LongHoldRequired time.Duration
 	LongestHold      time.Duration
-	Linearizable     string // porcupine's verdict
-	Liveness         Liveness
-	Valid            bool // enough operations happened before the first fault
-	Duration         time.Duration
+	// PlacesRequired: the locks have places, so the backend checks must have seen a Held claim
+	// hold one (else the harness's view of the store never read a place, and they judged
+	// nothing); PlaceSamples counts the held samples whose identity held a place.
+	PlacesRequired bool
+	PlaceSamples   int
+	Linearizable   string // porcupine's verdict
+	Liveness       Liveness
+	Valid          bool // enough operations happened before the first fault
+	Duration       time.Duration
 }
 
 // Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
@@ -148,6 +153,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.EvictionRequired && r.Lost == 0 {
 		out = append(out, "eviction was never exercised: no hold was lost under lossPolicy Evict")
+	}
+	if r.PlacesRequired && r.PlaceSamples == 0 {
+		out = append(out, "the backend was never seen holding a place for a Held claim: its shared holds were not checked")
 	}
 	return out
 }

@@ -46,15 +46,14 @@ type backendReader interface {
 	held(ctx context.Context, prefix string) ([]BackendKey, error)
 }
 
-// identityReader reads through r and gives each holder as the claim identity it was derived from
-// (package identity), so that the checkers compare backends' holders with claims' identities. A
-// value lockwarden did not write stays as it is: a foreign holder.
+// identityReader reads through r and gives each holder (exclusive or of a place) as the claim
+// identity it was derived from (package identity), so that the checkers compare backends'
+// holders with claims' identities. A value lockwarden did not write stays as it is: a foreign
+// holder.
 type identityReader struct{ r backendReader }
 
 func (i identityReader) read(ctx context.Context, key string) BackendView {
-	v := i.r.read(ctx, key)
-	v.Holder = holderIdentity(v.Holder)
-	return v
+	return i.r.read(ctx, key).withIdentities(holderIdentity)
 }
 
 func (i identityReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
@@ -76,20 +75,64 @@ func holderIdentity(value string) string {
 // readTimeout bounds one direct read, so that a paused backend does not stall the sampler.
 const readTimeout = 300 * time.Millisecond
 
-// redisReader: the key's value is the holder identity; a key exists only while its PX runs.
+// redisReader: a key held exclusively is a string whose value is the holder identity, and
+// exists only while its PX runs; a key held in shared places is a sorted set of identities
+// (redisKeyRead.holding says which hold).
 type redisReader struct{ c *goredis.Client }
 
 func (r redisReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	v, err := r.c.Get(ctx, key).Result()
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return BackendView{Known: true}
-	case err != nil:
+	h, err := readRedisNode(ctx, r.c, key)
+	if err != nil {
 		return BackendView{}
 	}
-	return BackendView{Known: true, Held: true, Holder: v}
+	return h.view()
+}
+
+// readRedisNode reads key on one Redis node in one MULTI (so at one moment of the node): its
+// type, its value or its places with their expiries, the place records and the node's clock.
+func readRedisNode(ctx context.Context, c *goredis.Client, key string) (nodeHolding, error) {
+	var typ *goredis.StatusCmd
+	var get *goredis.StringCmd
+	var members *goredis.ZSliceCmd
+	var records *goredis.MapStringStringCmd
+	var now *goredis.TimeCmd
+	// EXEC answers each command on its own: GET fails on a sorted set and ZRANGE on a string,
+	// and only the one the type names is read.
+	_, _ = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		typ = p.Type(ctx, key)
+		get = p.Get(ctx, key)
+		members = p.ZRangeWithScores(ctx, key, 0, -1)
+		records = p.HGetAll(ctx, redisPlacesPrefix+key)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err := errors.Join(typ.Err(), now.Err()); err != nil {
+		return nodeHolding{}, err
+	}
+	read := redisKeyRead{typ: typ.Val(), nowMs: now.Val().UnixMilli()}
+	switch read.typ {
+	case "string":
+		v, err := get.Result()
+		if err != nil {
+			return nodeHolding{}, err
+		}
+		read.value = v
+	case "zset":
+		zs, err := members.Result()
+		if err != nil {
+			return nodeHolding{}, err
+		}
+		for _, z := range zs {
+			m, _ := z.Member.(string)
+			read.members = append(read.members, redisMember{member: m, score: z.Score})
+		}
+		if read.records, err = records.Result(); err != nil {
+			return nodeHolding{}, err
+		}
+	}
+	return read.holding()
 }
 
 func (r redisReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
@@ -100,32 +143,45 @@ func (r redisReader) held(ctx context.Context, prefix string) ([]BackendKey, err
 	return readHeld(ctx, r, "redis", keys)
 }
 
-// etcdReader: the key's value is the holder identity; the key lives as long as its etcd lease.
+// etcdReader: the lock key's value is its exclusive holder's identity, and each place is a key
+// of its own under etcdPlacePrefix(key), named after its identity; every one of them lives as
+// long as its holder's etcd lease, so a key that exists holds.
 type etcdReader struct{ c *clientv3.Client }
 
 func (r etcdReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	resp, err := r.c.Get(ctx, key)
-	switch {
-	case err != nil:
+	// One transaction, so the key and its places are read at one revision.
+	resp, err := r.c.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(etcdPlacePrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
+	if err != nil {
 		return BackendView{}
-	case len(resp.Kvs) == 0:
-		return BackendView{Known: true}
 	}
-	return BackendView{Known: true, Held: true, Holder: string(resp.Kvs[0].Value)}
+	shadow := newEtcdShadow(key)
+	for _, op := range resp.Responses {
+		for _, kv := range op.GetResponseRange().GetKvs() {
+			shadow.apply(string(kv.Key), string(kv.Value), false, kv.ModRevision)
+		}
+	}
+	return shadow.view()
 }
 
+// held lists the lock keys under prefix and every place key (whose lock key is under prefix),
+// at one revision.
 func (r etcdReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	resp, err := r.c.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := r.c.Txn(ctx).Then(clientv3.OpGet(prefix, clientv3.WithPrefix()), clientv3.OpGet(etcdPlaceKeyPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return nil, err
 	}
 	var out []BackendKey
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
 		out = append(out, BackendKey{Key: string(kv.Key), Holder: string(kv.Value)})
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+		if key, id, ok := etcdPlaceOf(string(kv.Key)); ok && strings.HasPrefix(key, prefix) {
+			out = append(out, BackendKey{Key: key, Holder: id})
+		}
 	}
 	return out, nil
 }
@@ -184,17 +240,39 @@ func (r recordReader) session(ctx context.Context) (*coordinationv1.Lease, bool)
 	return &s, true
 }
 
-// recordView is what lock's record holds at now, by session's renewals.
+// recordView is what lock's record holds at now, by session's renewals: every holder whose hold
+// has not lapsed, a Shared one in a place, any other exclusively (the first, should there be
+// more: the record's one compare-and-swap writes them all).
 func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lease, now time.Time) BackendView {
-	h := lock.Status.Holder
-	if h == nil || session == nil || session.Spec.RenewTime == nil {
+	if session == nil || session.Spec.RenewTime == nil {
 		return BackendView{Known: true}
 	}
+	var exclusive string
+	var places []string
 	ttl := time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
-	acquired := h.AcquireTime.Time
+	for _, h := range lock.Status.CurrentHolders() {
+		alive, ok := recordAlive(h.AcquireTime.Time, session, ttl, now)
+		if !ok {
+			return BackendView{}
+		}
+		switch {
+		case !alive:
+		case h.Mode == locksv1alpha1.LockModeShared:
+			places = append(places, h.Identity)
+		case exclusive == "":
+			exclusive = h.Identity
+		}
+	}
+	return placesView(exclusive, places)
+}
+
+// recordAlive says whether a record hold granted at acquired with ttl lives at now, by the
+// session's renewals and the gaps it lists; ok is false when the session's annotations cannot be
+// read.
+func recordAlive(acquired time.Time, session *coordinationv1.Lease, ttl time.Duration, now time.Time) (alive, ok bool) {
 	if since := session.Annotations[kbackend.CompleteSinceAnnotation]; since != "" {
 		if t, err := time.Parse(time.RFC3339Nano, since); err != nil || acquired.Before(t) {
-			return BackendView{Known: true}
+			return false, true
 		}
 	}
 	if gaps := session.Annotations[kbackend.GapsAnnotation]; gaps != "" {
@@ -203,13 +281,13 @@ func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lea
 			f, err1 := time.Parse(time.RFC3339Nano, from)
 			t, err2 := time.Parse(time.RFC3339Nano, to)
 			if err1 != nil || err2 != nil {
-				return BackendView{}
+				return false, false
 			}
 			if f.Before(acquired) {
 				f = acquired
 			}
 			if t.After(acquired) && t.Sub(f) >= ttl {
-				return BackendView{Known: true} // lapsed in a gap since the grant
+				return false, true // lapsed in a gap since the grant
 			}
 		}
 	}
@@ -217,10 +295,7 @@ func recordView(lock *locksv1alpha1.DistributedLock, session *coordinationv1.Lea
 	if acquired.After(last) {
 		last = acquired
 	}
-	if !now.Before(last.Add(ttl)) {
-		return BackendView{Known: true}
-	}
-	return BackendView{Known: true, Held: true, Holder: h.Identity}
+	return now.Before(last.Add(ttl)), true
 }
 
 func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
@@ -239,8 +314,8 @@ func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, er
 	var out []BackendKey
 	for i := range list.Items {
 		l := &list.Items[i]
-		if v := recordView(l, session, time.Now()); v.Held && strings.HasPrefix(l.BackendKey(locksv1alpha1.KeyPolicyNamespaced), prefix) {
-			out = append(out, BackendKey{Key: l.BackendKey(locksv1alpha1.KeyPolicyNamespaced), Holder: v.Holder})
+		if key := l.BackendKey(locksv1alpha1.KeyPolicyNamespaced); strings.HasPrefix(key, prefix) {
+			out = append(out, heldKeys(key, recordView(l, session, time.Now()))...)
 		}
 	}
 	return out, nil
@@ -288,7 +363,7 @@ func (s *sampler) once(ctx context.Context) {
 		// without writing its status again, and takes its finalizer off after.
 		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name,
 			Held:  cl.Status.Phase == locksv1alpha1.ClaimHeld && cl.DeletionTimestamp == nil,
-			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity}
+			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity, Exclusive: cl.Spec.Mode == locksv1alpha1.LockModeExclusive}
 		if cl.Status.ExpireTime != nil {
 			st.ExpireTime = cl.Status.ExpireTime.Time
 		}

@@ -38,7 +38,8 @@ import (
 )
 
 // sqlTable is the table the SQL scenarios' LockBackends name (its sessions table is
-// sqlTable + "_sessions"); every SQL scenario shares it, as keys carry their namespace.
+// sqlTable + "_sessions", its places table sqlTable + sqlPlacesTableSuffix); every SQL scenario
+// shares it, as keys carry their namespace.
 const sqlTable = "reliability_locks"
 
 // redlockNodes is how many independent Redis nodes the Redlock scenarios use.

@@ -18,6 +18,8 @@ package reliability
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -29,8 +31,11 @@ type KeyState struct {
 	// Known is false while the backend could not be read (paused, killed, partitioned from the
 	// harness): the state says nothing then.
 	Known bool
-	// Holder is the identity that holds the key; empty when the key is free.
+	// Holder and Places say who holds the key, as in BackendView: Places every identity that
+	// holds a place, sorted (nil when none does), Holder the exclusive holder when it is not
+	// among Places, else the first place; both empty when the key is free.
 	Holder string
+	Places []string
 	// Polled marks a state that reads found, as opposed to one a watch pushed. A watch event
 	// holds until the next event; a read proves its state only at some instant while the read
 	// ran. A read that began before a handoff and was slow (a Redlock read waits readTimeout for
@@ -55,13 +60,18 @@ type KeyTimeline struct {
 	Overlaps []string
 }
 
+// view is the state as a BackendView.
+func (s KeyState) view() BackendView {
+	return BackendView{Known: s.Known, Held: s.Holder != "", Holder: s.Holder, Places: s.Places}
+}
+
 // Add records state s at s.At if it differs from the last one; a polled state that repeats the
 // last one moves its Confirmed to s.At. A watched state after a polled one with the same holder
 // is recorded, since it says more: the holder held from then on.
 func (tl *KeyTimeline) Add(s KeyState) {
 	if n := len(tl.States); n > 0 {
 		last := &tl.States[n-1]
-		if last.Known == s.Known && last.Holder == s.Holder && (s.Polled || !last.Polled) {
+		if last.Known == s.Known && last.Holder == s.Holder && slices.Equal(last.Places, s.Places) && (s.Polled || !last.Polled) {
 			if last.Polled {
 				last.Confirmed = maxTime(last.Confirmed, s.At)
 			}
@@ -96,9 +106,11 @@ type ViewCheck struct {
 
 // CheckBackendView checks every Held interval of the grants (from first seen Held to first
 // seen ended; until the end of observation if it never ended) against the timeline of the
-// lock's key: while a claim is Held, the backend must not hold the key for another identity
-// beyond grace. A free key is not judged here (the sampler's phantom check does, with the
-// grace a data-losing store needs); an unreadable backend says nothing.
+// lock's key: while a claim is Held, the backend must not hold the key against it for another
+// identity beyond grace (BackendView.excluders: an exclusive holder excludes every other hold,
+// and a place excludes an exclusive hold of another identity). A free key is not judged here
+// (the sampler's phantom check does, with the grace a data-losing store needs), nor is a shared
+// claim's missing place while others hold theirs; an unreadable backend says nothing.
 func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Duration) ViewCheck {
 	var out ViewCheck
 	byLock := map[string][]Grant{}
@@ -124,13 +136,13 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones into
 			// one mismatch [since, until].
 			var since, until time.Time // since is zero when there is no mismatch
-			var foreign string
+			var foreign []string       // every identity that held the key against g in it
 			report := func(ended bool) {
 				if since.IsZero() {
 					return
 				}
 				d := until.Sub(since)
-				successor := tokenOf[tl.Lock][foreign] > g.Token
+				successor := !slices.ContainsFunc(foreign, func(id string) bool { return tokenOf[tl.Lock][id] <= g.Token })
 				if ended && successor && d < grace {
 					out.Allowed++
 					out.Longest = max(out.Longest, d)
@@ -139,10 +151,10 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					if !ended {
 						how += " and the claim did not end"
 					}
-					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) was Held while the backend held key %s for %s, from %s %s",
-						tl.Lock, g.Claim, g.Token, g.Identity, tl.Key, foreign, since.Format(time.StampMilli), how))
+					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s, %s) was Held while the backend held key %s for %s, from %s %s",
+						tl.Lock, g.Claim, g.Token, g.Identity, modeWord(g), tl.Key, strings.Join(foreign, ", "), since.Format(time.StampMilli), how))
 				}
-				since = time.Time{}
+				since, foreign = time.Time{}, nil
 			}
 			for i, s := range tl.States {
 				stop := tl.End
@@ -150,7 +162,8 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					stop = tl.States[i+1].At
 				}
 				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
-				isForeign := s.Known && s.Holder != "" && s.Holder != g.Identity
+				against := s.view().excluders(g.Identity, g.Exclusive)
+				isForeign := len(against) > 0
 				if isForeign && s.Polled {
 					// Proven only at the reads: from the first to the last that found it. One
 					// read that began inside the Held interval is enough.
@@ -166,7 +179,12 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 					// Unknown: neither starts nor ends a mismatch.
 				case isForeign:
 					if since.IsZero() {
-						since, foreign = from, s.Holder
+						since = from
+					}
+					for _, id := range against {
+						if !slices.Contains(foreign, id) {
+							foreign = append(foreign, id)
+						}
 					}
 					until = to
 				default:

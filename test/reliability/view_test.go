@@ -97,6 +97,46 @@ func TestCheckBackendView(t *testing.T) {
 	}
 }
 
+func TestCheckBackendViewWithPlaces(t *testing.T) {
+	// w0 held the lock alone until 90; readers r1 (100..500) and r2 (120..510) held places;
+	// writer w from 520.
+	grants := []Grant{
+		{Lock: "ns/l", Claim: "w0", Acquired: at(0), Token: 1, Identity: "w0", Released: at(90), Exclusive: true},
+		{Lock: "ns/l", Claim: "r1", Acquired: at(100), Token: 2, Identity: "r1", Released: at(500)},
+		{Lock: "ns/l", Claim: "r2", Acquired: at(120), Token: 3, Identity: "r2", Released: at(510)},
+		{Lock: "ns/l", Claim: "w", Acquired: at(520), Token: 4, Identity: "w", Exclusive: true},
+	}
+	places := func(ms int, ids ...string) KeyState {
+		return KeyState{At: at(ms), Known: true, Holder: ids[0], Places: ids}
+	}
+	for name, c := range map[string]struct {
+		tl      KeyTimeline
+		bad     bool
+		allowed int
+	}{
+		"clean": {timeline(state(0, "w0"), state(85, ""), places(95, "r1"), places(115, "r1", "r2"), places(495, "r2"), state(505, ""), state(515, "w")), false, 0},
+		// r1's place goes before its claim's end is seen, while r2 keeps its own: nothing holds
+		// the key against r1 (a missing place is the phantom check's, as a free key).
+		"a place released before its claim ends": {timeline(state(0, "w0"), state(85, ""), places(95, "r1", "r2"), places(450, "r2"), state(505, ""), state(515, "w")), false, 0},
+		// The writer took the key just before the readers' ends were seen: its successor.
+		"the writer before the readers end": {timeline(state(0, "w0"), state(85, ""), places(95, "r1", "r2"), state(480, "w")), false, 2},
+		// The previous writer still held the key alone when r1 was Held: no grace.
+		"a reader beside the previous writer": {timeline(state(0, "w0"), places(150, "r1", "r2"), state(505, ""), state(515, "w")), true, 0},
+		// A reader's place outlived its claim into the writer's hold.
+		"the writer beside a reader's place": {timeline(state(0, "w0"), state(85, ""), places(95, "r1", "r2"), places(505, "r2"), state(700, "w")), true, 0},
+		// An exclusive hold beside places (a store that shows both): held against both readers.
+		"an outsider beside the places": {timeline(state(0, "w0"), state(85, ""), places(95, "r1", "r2"),
+			KeyState{At: at(200), Known: true, Holder: "outside", Places: []string{"r1", "r2"}}, places(250, "r1", "r2"), state(505, ""), state(515, "w")), true, 0},
+	} {
+		v := CheckBackendView([]KeyTimeline{c.tl}, grants, 200*time.Millisecond)
+		if got := len(v.Violations) > 0; got != c.bad || v.Allowed != c.allowed {
+			t.Errorf("%s: violations %v, allowed %d; want a violation: %v, allowed %d", name, v.Violations, v.Allowed, c.bad, c.allowed)
+		} else if got {
+			t.Logf("%s: %s", name, v.Violations[0])
+		}
+	}
+}
+
 func TestKeyTimelineKeepsChangesOnly(t *testing.T) {
 	tl := timeline(state(0, "a"), state(10, "a"), state(20, ""), state(30, ""), KeyState{At: at(40)}, KeyState{At: at(50)}, state(60, "a"))
 	if len(tl.States) != 4 {

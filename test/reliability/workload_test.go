@@ -224,6 +224,11 @@ type claimant struct {
 	// controller: it ends nothing itself, waits (until the drain) for its pod to be deleting or
 	// gone, as a process is stopped by its eviction, and records when it saw that.
 	awaitEviction bool
+	// mode is the claims' spec.mode, and alone says whether the claimant's holds hold the lock
+	// alone (Exclusive, or any hold of a lock of one place): only those write to the fenced
+	// register; the others read it, as readers under a read/write lock do.
+	mode  locksv1alpha1.LockMode
+	alone bool
 	// giveUpAfter, when set, makes the claimant's first claim give up after waiting this long:
 	// it deletes the claim while it is still Pending (as lockctl acquire --timeout does).
 	giveUpAfter time.Duration
@@ -253,8 +258,8 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	}
 	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}}}
-	cl.rec.update(name, func(g *Grant) { g.Created = time.Now() })
+		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}, Mode: cl.mode}}
+	cl.rec.update(name, func(g *Grant) { g.Created, g.Exclusive = time.Now(), cl.alone })
 	if err := cl.c.Create(ctx, claim); err != nil {
 		cl.errs("creating claim %s: %v", name, err)
 		return
@@ -292,6 +297,9 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	}
 	token := cl.tokenOf(name)
 	write := func() {
+		if !cl.alone {
+			return // a reader: the resource does not fence reads
+		}
 		cl.res.fenced.Write(name, token)
 		cl.res.shadow.Write(name, token)
 	}

@@ -22,14 +22,20 @@ limitations under the License.
 //
 // # Keys
 //
-// TryAcquire is one transaction: if the key's create revision is 0 (it does not exist), put it
-// with the identity as value and the session's lease; else, if its value is the identity
+// TryAcquire is one transaction: if the key's create revision is 0 (it does not exist) and the
+// key has no shared place, put it with the identity as value and the session's lease; else, if
+// its value is the identity
 // (reentrancy, or a restarted controller resuming), put it again with this session's lease, which
 // keeps its create revision; else report who holds it. Beside each lock key, a hold record key
 // (HoldKeyPrefix + key, on the same lease) keeps when the hold began, which Lease.AcquireTime
 // reports. Keys are stored as given, without a prefix. Other etcd clients that lock by
 // create revision (etcd's concurrency.Mutex does not: it uses key prefixes) are excluded as long
 // as they write the key only when its create revision is 0.
+//
+// Shared places (backends.Sharer) are keys of their own beside the lock key, under
+// PlaceKeyPrefix, one per identity; places.go says how they are laid out and why an exclusive
+// hold and places exclude each other atomically. Outside clients see only the lock key, so a key
+// held in places does not exclude them.
 //
 // Lease.Version is the lock key's create revision, in decimal: it stays the same while one hold
 // lasts (reentrant acquires, renewals and resumption by a new session re-put the key, which
@@ -377,7 +383,11 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	hk := HoldKeyPrefix + key
 	begun := start.UTC().Format(time.RFC3339Nano)
 	resp, err := b.txn(ctx, c, "acquiring "+strconv.Quote(key), lease,
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			// No shared place either (places.go): true only of an empty range.
+			clientv3.Compare(clientv3.CreateRevision(placePrefix(key)), "=", 0).WithPrefix(),
+		},
 		[]clientv3.Op{
 			clientv3.OpPut(key, identity, clientv3.WithLease(lease)),
 			clientv3.OpPut(hk, begun, clientv3.WithLease(lease)),
@@ -394,7 +404,7 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 				clientv3.OpGet(key),
 				clientv3.OpGet(hk),
 			},
-			[]clientv3.Op{clientv3.OpGet(key)},
+			readOps(key),
 		)})
 	if err != nil {
 		return backends.Lease{}, err
@@ -409,13 +419,8 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	}
 	inner := resp.Responses[0].GetResponseTxn()
 	if !inner.GetSucceeded() {
-		kvs := inner.GetResponses()[0].GetResponseRange().GetKvs()
-		locked := &backends.LockedError{Key: key}
-		if len(kvs) == 1 {
-			locked.Holder = string(kvs[0].Value)
-			locked.ExpireTime = b.leaseExpiry(ctx, c, clientv3.LeaseID(kvs[0].Lease))
-		}
-		return backends.Lease{}, locked
+		// Held by another value, or free of it but held in places: name whichever it is.
+		return backends.Lease{}, b.sharedLocked(ctx, c, key, readView(resp.Header.GetRevision(), inner.GetResponses()), -1)
 	}
 	if kvs := inner.GetResponses()[2].GetResponseRange().GetKvs(); len(kvs) == 1 {
 		l.Version = strconv.FormatInt(kvs[0].CreateRevision, 10)
@@ -430,10 +435,12 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 
 var _ backends.FreeWatcher = (*Backend)(nil)
 
-// WatchFree watches key from its current revision on and calls notify once, when the key is
-// deleted (released, its lease expired or was revoked, removed by hand), when the watch ends
+// WatchFree watches key and its shared places from their current revision on and calls notify
+// once, when the key or any place is deleted (released, its lease expired or was revoked, removed
+// by hand: with places, one freed place may be enough for the caller), when the watch ends
 // without that (the session closed, the member lost its leader, the revision was compacted), or
-// at once when the key does not exist. The watch outlives ctx, which bounds only the first read.
+// at once when neither the key nor any place exists. The watch outlives ctx, which bounds only
+// the first read.
 func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) error {
 	if key == "" {
 		return errors.New("etcd backend: the key must not be empty")
@@ -443,22 +450,33 @@ func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) erro
 		return err
 	}
 	getCtx, cancel := context.WithTimeout(ctx, b.callTimeout)
-	b.requests.Add(1)
-	resp, err := c.Get(getCtx, key, clientv3.WithKeysOnly())
+	prefix := placePrefix(key)
+	resp, err := b.txn(getCtx, c, "watching "+strconv.Quote(key), 0, nil, []clientv3.Op{
+		clientv3.OpGet(key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)),
+	}, nil)
 	cancel()
 	if err != nil {
-		return b.wrap("watching "+strconv.Quote(key), err)
+		return err
 	}
-	if len(resp.Kvs) == 0 {
+	if resp.Responses[0].GetResponseRange().GetCount() == 0 && resp.Responses[1].GetResponseRange().GetCount() == 0 {
 		go notify()
 		return nil
 	}
 	watchCtx, stop := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	events := c.Watch(watchCtx, key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+	from := clientv3.WithRev(resp.Header.Revision + 1)
+	held := c.Watch(watchCtx, key, from, clientv3.WithFilterPut())
+	places := c.Watch(watchCtx, prefix, clientv3.WithPrefix(), from, clientv3.WithFilterPut())
 	go func() {
 		defer stop()
-		for wr := range events {
-			if len(wr.Events) > 0 || wr.Canceled || wr.Err() != nil {
+		for {
+			var wr clientv3.WatchResponse
+			var ok bool
+			select {
+			case wr, ok = <-held:
+			case wr, ok = <-places:
+			}
+			if !ok || len(wr.Events) > 0 || wr.Canceled || wr.Err() != nil {
 				break
 			}
 		}
@@ -510,10 +528,11 @@ func (b *Backend) timeToLive(ctx context.Context, c *clientv3.Client, id clientv
 }
 
 // Renew refreshes this session's etcd lease for ttl and, in one transaction, checks that every
-// lease's identity still holds its key (and, when Version is set, that the key's create revision
-// is still Version) and moves the keys that sit on another etcd lease onto it. A lease whose key
-// is free, held by another value or re-created comes back in lost, untouched: a lost lock is never
-// revived. Two round trips for up to 100 leases, one more per further 100.
+// lease's identity still holds its key, or its place of the key for a shared lease (and, when
+// Version is set, that the key's create revision is still Version) and moves the keys that sit on
+// another etcd lease onto it. A lease whose key is free, held by another value or re-created
+// comes back in lost, untouched: a lost lock is never revived. Two round trips for up to 100
+// leases, exclusive and shared alike, one more per further 100.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, nil, err
@@ -524,26 +543,34 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	}
 	type ask struct {
 		lease backends.Lease
-		cmps  []clientv3.Cmp
+		// key is the etcd key that holds the lease: the lock key, or the place key.
+		key  string
+		cmps []clientv3.Cmp
 	}
 	var asks []ask
-	first := map[string]int{} // key to its index in asks
+	first := map[string]int{} // etcd key to its index in asks
 	var dups []backends.Lease
 	for _, l := range leases {
 		if l.Key == "" || l.Identity == "" {
 			lost = append(lost, l) // nothing can hold an empty key for an empty identity
 			continue
 		}
-		if _, ok := first[l.Key]; ok {
+		key, owned := l.Key, clientv3.Compare(clientv3.Value(l.Key), "=", l.Identity)
+		if l.Shared {
+			// A place key names its identity; its value is when it was taken.
+			key = placeKey(l.Key, l.Identity)
+			owned = clientv3.Compare(clientv3.Version(key), ">", 0)
+		}
+		if _, ok := first[key]; ok {
 			dups = append(dups, l) // etcd refuses two writes of one key in a transaction
 			continue
 		}
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Value(l.Key), "=", l.Identity)}
+		cmps := []clientv3.Cmp{owned}
 		if rev, err := strconv.ParseInt(l.Version, 10, 64); err == nil {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.Key), "=", rev))
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
 		}
-		first[l.Key] = len(asks)
-		asks = append(asks, ask{lease: l, cmps: cmps})
+		first[key] = len(asks)
+		asks = append(asks, ask{lease: l, key: key, cmps: cmps})
 	}
 	if len(asks) == 0 {
 		return nil, lost, nil
@@ -560,10 +587,12 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		chunk := asks[from:min(from+renewChunk, len(asks))]
 		ops := make([]clientv3.Op, len(chunk))
 		for i, a := range chunk {
-			onLease := append([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(a.lease.Key), "=", lease)}, a.cmps...)
-			ops[i] = clientv3.OpTxn(onLease, nil, []clientv3.Op{clientv3.OpTxn(a.cmps,
-				[]clientv3.Op{clientv3.OpPut(a.lease.Key, a.lease.Identity, clientv3.WithLease(lease)), keepHold(a.lease.Key, lease)},
-				nil)})
+			move := []clientv3.Op{clientv3.OpPut(a.key, "", clientv3.WithLease(lease), clientv3.WithIgnoreValue())}
+			if !a.lease.Shared {
+				move = []clientv3.Op{clientv3.OpPut(a.key, a.lease.Identity, clientv3.WithLease(lease)), keepHold(a.key, lease)}
+			}
+			onLease := append([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(a.key), "=", lease)}, a.cmps...)
+			ops[i] = clientv3.OpTxn(onLease, nil, []clientv3.Op{clientv3.OpTxn(a.cmps, move, nil)})
 		}
 		resp, err := b.txn(ctx, c, "renewing locks", lease, nil, ops, nil)
 		if err != nil {
@@ -587,6 +616,9 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	}
 	for _, l := range dups {
 		i := first[l.Key]
+		if l.Shared {
+			i = first[placeKey(l.Key, l.Identity)]
+		}
 		if held[i] && asks[i].lease.Identity == l.Identity && asks[i].lease.Version == l.Version {
 			renewed = append(renewed, extend(l))
 		} else {
@@ -598,7 +630,8 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 
 // Release deletes the key (and its hold record) if lease.Identity holds it, in one transaction.
 // A free key counts as released; a key held by another value is left alone and the error wraps
-// backends.ErrNotHeld.
+// backends.ErrNotHeld. A shared lease deletes the identity's place key alone, which no other
+// identity can hold.
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if lease.Key == "" || lease.Identity == "" {
 		return fmt.Errorf("etcd backend: cannot release a lease without key and identity (key %q, identity %q)", lease.Key, lease.Identity)
@@ -609,6 +642,11 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
 	defer cancel()
+	if lease.Shared {
+		_, err := b.txn(ctx, c, "releasing a place of "+strconv.Quote(lease.Key), 0, nil,
+			[]clientv3.Op{clientv3.OpDelete(placeKey(lease.Key, lease.Identity))}, nil)
+		return err
+	}
 	resp, err := b.txn(ctx, c, "releasing "+strconv.Quote(lease.Key), 0,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(lease.Key), "=", lease.Identity)},
 		[]clientv3.Op{clientv3.OpDelete(lease.Key), clientv3.OpDelete(HoldKeyPrefix + lease.Key)},
@@ -625,10 +663,11 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	return nil
 }
 
-// Inspect reports who holds key: the key and its hold record in one transaction, then its etcd
-// lease's time to live. A key written by a client that writes no hold record comes back with a
-// zero AcquireTime; a key without a lease with a zero ExpireTime. TTL is the etcd lease's granted
-// TTL. A free key gives an error wrapping backends.ErrNotHeld.
+// Inspect reports who holds key: the key, its hold record and its places in one transaction,
+// then the etcd lease's time to live of the key, or of its first place in key order. A key
+// written by a client that writes no hold record comes back with a zero AcquireTime; a key
+// without a lease with a zero ExpireTime. TTL is the etcd lease's granted TTL. A free key gives
+// an error wrapping backends.ErrNotHeld.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
 	if key == "" {
 		return backends.Lease{}, errors.New("etcd backend: key must not be empty")
@@ -640,31 +679,28 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
 	defer cancel()
 	resp, err := b.txn(ctx, c, "inspecting "+strconv.Quote(key), 0, nil,
-		[]clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(HoldKeyPrefix + key)}, nil)
+		append(readOps(key), clientv3.OpGet(HoldKeyPrefix+key)), nil)
 	if err != nil {
 		return backends.Lease{}, err
 	}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return backends.Lease{}, fmt.Errorf("etcd backend: lock %q: %w", key, backends.ErrNotHeld)
-	}
-	kv := kvs[0]
-	l := backends.Lease{Key: key, Identity: string(kv.Value), Version: strconv.FormatInt(kv.CreateRevision, 10)}
-	if hold := resp.Responses[1].GetResponseRange().GetKvs(); len(hold) == 1 {
-		if t, ok := parseHold(hold[0].Value); ok {
-			l.AcquireTime = t
-		}
-	}
-	if kv.Lease != 0 {
-		exp, granted, err := b.timeToLive(ctx, c, clientv3.LeaseID(kv.Lease))
-		if err != nil {
+	view := readView(resp.Header.Revision, resp.Responses)
+	if view.exclusive != nil {
+		l, live, err := exclusiveLease(ctx, c, key, view.exclusive, resp.Responses[2].GetResponseRange().GetKvs(), b.leaseTimes())
+		switch {
+		case err != nil:
 			return backends.Lease{}, err
-		}
-		if exp.IsZero() {
+		case !live:
 			// The lease has expired and etcd is about to delete the key.
 			return backends.Lease{}, fmt.Errorf("etcd backend: lock %q has expired: %w", key, backends.ErrNotHeld)
 		}
-		l.ExpireTime, l.TTL = exp, granted
+		return l, nil
+	}
+	l, live, err := b.firstPlace(ctx, c, key, view.places)
+	switch {
+	case err != nil:
+		return backends.Lease{}, err
+	case !live:
+		return backends.Lease{}, fmt.Errorf("etcd backend: lock %q: %w", key, backends.ErrNotHeld)
 	}
 	return l, nil
 }

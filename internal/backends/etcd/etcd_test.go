@@ -18,6 +18,7 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,9 +62,9 @@ func rawClient(t *testing.T, endpoints []string) *clientv3.Client {
 	return c
 }
 
-func TestConformance(t *testing.T) {
-	srv := etcdtest.Start(t)
-	backendtest.Run(t, backendtest.Harness{
+// harness opens sessions with srv for the conformance suites.
+func harness(srv *etcdtest.Member) backendtest.Harness {
+	return backendtest.Harness{
 		New: func(t *testing.T) backends.Backend {
 			b, err := etcd.New(etcd.Config{Endpoints: []string{srv.Endpoint()}})
 			if err != nil {
@@ -74,7 +75,15 @@ func TestConformance(t *testing.T) {
 		// Real time, whole seconds: etcd lease TTLs are whole seconds, expired by the leader.
 		TTL:        2 * time.Second,
 		RoundTrips: func(b backends.Backend) int64 { return b.(*etcd.Backend).RoundTrips() },
-	})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, harness(etcdtest.Start(t)))
+}
+
+func TestSharedConformance(t *testing.T) {
+	backendtest.RunShared(t, harness(etcdtest.Start(t)))
 }
 
 // Renewal costs one KeepAliveOnce plus one transaction per 100 locks: 250 locks, four requests.
@@ -451,4 +460,128 @@ func TestWatchFree(t *testing.T) {
 	fired = watch(closing, "session-ends")
 	g.Expect(closing.Close(ctx)).To(Succeed())
 	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+}
+
+// A place is a key of its own under PlaceKeyPrefix, valued with when it was taken, on the
+// session's etcd lease for its TTL (the one an exclusive lock of that TTL sits on); Version is its
+// create revision; Renew moves it onto the lease of the TTL it renews with.
+func TestSharedPlacesLayout(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	srv := etcdtest.Start(t)
+	raw := rawClient(t, []string{srv.Endpoint()})
+	b := newBackend(t, []string{srv.Endpoint()})
+
+	x, err := b.TryAcquire(ctx, "layout/x", "pod-x", 5*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	l, err := b.TryAcquireShared(ctx, "layout/k", "pod-a", 5*time.Second, 2)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	place := etcd.PlaceKeyPrefix + "8:layout/k/pod-a"
+	resp, err := raw.Get(ctx, place)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Kvs).To(HaveLen(1), "the place key is %q", place)
+	kv := resp.Kvs[0]
+	g.Expect(l.Version).To(Equal(strconv.FormatInt(kv.CreateRevision, 10)))
+	began, err := time.Parse(time.RFC3339Nano, string(kv.Value))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(began).To(BeTemporally("==", l.AcquireTime))
+	exclusive, err := raw.Get(ctx, x.Key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kv.Lease).To(Equal(exclusive.Kvs[0].Lease), "places and locks of one TTL share the session's etcd lease")
+	none, err := raw.Get(ctx, "layout/k")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(none.Kvs).To(BeEmpty(), "a place leaves the lock key itself alone")
+
+	renewed, lost, err := b.Renew(ctx, []backends.Lease{l}, 7*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lost).To(BeEmpty())
+	g.Expect(renewed).To(HaveLen(1))
+	g.Expect(renewed[0].Shared).To(BeTrue())
+	moved, err := raw.Get(ctx, place)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(moved.Kvs[0].Lease).NotTo(Equal(kv.Lease), "renewing with 7 s moved the place onto the 7 s lease")
+	g.Expect(moved.Kvs[0].CreateRevision).To(Equal(kv.CreateRevision), "the place goes on")
+	g.Expect(string(moved.Kvs[0].Value)).To(Equal(string(kv.Value)), "and keeps when it began")
+}
+
+// Places of one key exclude nothing on keys that nest in it or look like its place keys.
+func TestSharedNestedKeys(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	srv := etcdtest.Start(t)
+	b := newBackend(t, []string{srv.Endpoint()})
+
+	_, err := b.TryAcquireShared(ctx, "nest", "pod-a", holdTTL, 1)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, k := range []string{"nest/pod-a", "nest/", "nest/x", "4:nest/pod-a", etcd.PlaceKeyPrefix + "4:nest"} {
+		_, err := b.TryAcquire(ctx, k, "pod-b", holdTTL)
+		g.Expect(err).NotTo(HaveOccurred(), "an exclusive hold of %q beside the places of %q", k, "nest")
+		_, err = b.TryAcquireShared(ctx, k+"/y", "pod-c", holdTTL, 1)
+		g.Expect(err).NotTo(HaveOccurred(), "a place of %q", k+"/y")
+	}
+	holders, err := b.Holders(ctx, "nest")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(holders).To(HaveLen(1))
+	g.Expect(holders[0].Identity).To(Equal("pod-a"))
+	_, err = b.TryAcquireShared(ctx, "nest", "pod-d", holdTTL, 1)
+	g.Expect(err).To(MatchError(backends.ErrLocked))
+}
+
+// An outside client's hold of the lock key refuses places and is named; a full key names the
+// first holder; a key held in places names a holder to an exclusive acquire.
+func TestSharedLockedErrors(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	srv := etcdtest.Start(t)
+	raw := rawClient(t, []string{srv.Endpoint()})
+	b := newBackend(t, []string{srv.Endpoint()})
+
+	grant, err := raw.Grant(ctx, 60)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = raw.Put(ctx, "outside", "cron-on-vm-7", clientv3.WithLease(grant.ID))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = b.TryAcquireShared(ctx, "outside", "pod-a", holdTTL, 3)
+	var locked *backends.LockedError
+	g.Expect(errors.As(err, &locked)).To(BeTrue(), "%v", err)
+	g.Expect(locked.Holder).To(Equal("cron-on-vm-7"))
+	g.Expect(locked.ExpireTime).To(BeTemporally("~", time.Now().Add(time.Minute), 5*time.Second))
+
+	for _, id := range []string{"pod-c", "pod-b"} {
+		_, err := b.TryAcquireShared(ctx, "full", id, holdTTL, 2)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err = b.TryAcquireShared(ctx, "full", "pod-d", holdTTL, 2)
+	g.Expect(errors.As(err, &locked)).To(BeTrue(), "%v", err)
+	g.Expect(locked.Holder).To(Equal("pod-b"), "the first holder in key order")
+	g.Expect(locked.ExpireTime).NotTo(BeZero())
+
+	_, err = b.TryAcquire(ctx, "full", "pod-w", holdTTL)
+	g.Expect(errors.As(err, &locked)).To(BeTrue(), "%v", err)
+	g.Expect(locked.Holder).To(Equal("pod-b"))
+}
+
+// WatchFree on a key held in places fires when one place goes, not when places renew, and not at
+// once.
+func TestWatchFreePlaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	member := etcdtest.Start(t)
+	eps := []string{member.Endpoint()}
+	holder, waiter := newBackend(t, eps), newBackend(t, eps)
+
+	la, err := holder.TryAcquireShared(ctx, "places", "pod-a", holdTTL, 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	lb, err := holder.TryAcquireShared(ctx, "places", "pod-b", holdTTL, 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	fired := make(chan struct{})
+	g.Expect(waiter.WatchFree(ctx, "places", func() { close(fired) })).To(Succeed())
+	_, lost, err := holder.Renew(ctx, []backends.Lease{la, lb}, 2*holdTTL)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lost).To(BeEmpty())
+	g.Consistently(fired).Within(500*time.Millisecond).ShouldNot(BeClosed(), "a renewal frees no place")
+	g.Expect(holder.Release(ctx, lb)).To(Succeed())
+	g.Eventually(fired).Within(2 * time.Second).Should(BeClosed())
+	_, err = waiter.TryAcquireShared(ctx, "places", "pod-c", holdTTL, 2)
+	g.Expect(err).NotTo(HaveOccurred())
 }

@@ -29,13 +29,17 @@ limitations under the License.
 // and a random hold id, which Lease.AcquireTime and Lease.Version report. The package redisnode
 // describes the protocol.
 //
+// Shared locks (backends.Sharer, places.go) turn the lock key into a sorted set of places while
+// they are held, so that the key refuses SET NX while any place is live; see places.go.
+//
 // # Time
 //
-// Redis expires keys by its own clock; the backend estimates expiry by the controller's: a
-// lease's ExpireTime is the controller's clock at the start of the call that set the TTL, plus
-// the TTL. The key was written after that instant, so it expires no earlier, as long as the two
-// clocks run at the same rate. A jump of Redis's wall clock (or a failover to a replica that had
-// not yet received the key) frees locks early: holders must use fencing tokens.
+// Redis expires keys and places by its own clock; the backend estimates expiry by the
+// controller's: a lease's ExpireTime is the controller's clock at the start of the call that set
+// the TTL, plus the TTL. The key or place was written after that instant, so it expires no
+// earlier, as long as the two clocks run at the same rate. A jump of Redis's wall clock (or a
+// failover to a replica that had not yet received the key) frees locks early: holders must use
+// fencing tokens.
 //
 // # What it does not promise
 //
@@ -56,6 +60,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,7 +116,10 @@ type Backend struct {
 	closed   atomic.Bool
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var (
+	_ backends.Backend = (*Backend)(nil)
+	_ backends.Sharer  = (*Backend)(nil)
+)
 
 // New returns a session with the server at cfg.Address. It does not connect: Ping checks that
 // the server can be reached, authenticated with and written to.
@@ -174,9 +183,10 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	}, nil
 }
 
-// Renew resets the TTL of every lease whose identity still holds its key, in one round trip
-// however many leases there are (one pipeline of renewal scripts). A lease whose key is free or
-// held by another value comes back in lost, untouched: a lost lock is never revived.
+// Renew resets the TTL of every lease whose identity still holds its key, or for a shared lease
+// its place, in one round trip however many leases there are, exclusive and shared alike (one
+// pipeline of renewal scripts). A lease whose key is free or held by another value, or whose
+// place is free or expired, comes back in lost, untouched: a lost lock is never revived.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := b.usable(); err != nil {
 		return nil, nil, err
@@ -191,7 +201,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 			lost = append(lost, l) // nothing can hold an empty key for an empty identity
 			continue
 		}
-		claims = append(claims, redisnode.Claim{Key: l.Key, Record: redisnode.Record{Identity: l.Identity}})
+		claims = append(claims, redisnode.Claim{Key: l.Key, Record: redisnode.Record{Identity: l.Identity}, Shared: l.Shared})
 		asked = append(asked, l)
 	}
 	if len(claims) == 0 {
@@ -205,7 +215,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		return nil, nil, err
 	}
 	for i, l := range asked {
-		if !held[i] {
+		if !held[i].Held {
 			lost = append(lost, l)
 			continue
 		}
@@ -216,7 +226,9 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 }
 
 // Release deletes the key if lease.Identity holds it. A free key counts as released; a key held
-// by another value is left alone and the error wraps backends.ErrNotHeld.
+// by another value is left alone and the error wraps backends.ErrNotHeld. A key held in shared
+// places holds no exclusive hold, and counts as released. A shared lease frees its identity's
+// place alone, and counts as released when it holds none.
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -226,6 +238,10 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
 	defer cancel()
+	if lease.Shared {
+		_, err := b.node.ReleaseShared(ctx, lease.Key, lease.Identity)
+		return err
+	}
 	res, err := b.node.Release(ctx, lease.Key, lease.Identity)
 	if err != nil {
 		return err
@@ -236,10 +252,11 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	return nil
 }
 
-// Inspect reports who holds key (GET, PTTL and the hold record, in one transaction). A key held
+// Inspect reports who holds key (its value, PTTL and hold record, in one script run). A key held
 // by a client that writes no hold record comes back with a zero AcquireTime and an empty
-// Version; TTL is always zero, since Redis keeps only the time left. A free key gives an error
-// wrapping backends.ErrNotHeld.
+// Version; TTL is always zero, since Redis keeps only the time left. A key held in shared places
+// reports the place of the lowest identity, with Shared set. A free key gives an error wrapping
+// backends.ErrNotHeld.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
 	if err := b.usable(); err != nil {
 		return backends.Lease{}, err
@@ -253,17 +270,37 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	if err != nil {
 		return backends.Lease{}, err
 	}
-	if h.Holder == "" {
+	holds := b.leases(key, h)
+	if len(holds) == 0 {
 		return backends.Lease{}, fmt.Errorf("redis backend: lock %q: %w", key, backends.ErrNotHeld)
 	}
-	l := backends.Lease{Key: key, Identity: h.Holder}
-	if h.PTTL >= 0 {
-		l.ExpireTime = b.clock.Now().Add(h.PTTL)
+	return holds[0], nil
+}
+
+// leases turns what the server said about key into the leases of its live holds: the exclusive
+// one, or each place, by identity.
+func (b *Backend) leases(key string, h redisnode.Holding) []backends.Lease {
+	now := b.clock.Now()
+	if h.Holder != "" {
+		l := backends.Lease{Key: key, Identity: h.Holder}
+		if h.PTTL >= 0 {
+			l.ExpireTime = now.Add(h.PTTL)
+		}
+		if h.HasRecord {
+			l.AcquireTime, l.Version = h.Record.AcquireTime, h.Record.HoldID
+		}
+		return []backends.Lease{l}
 	}
-	if h.HasRecord {
-		l.AcquireTime, l.Version = h.Record.AcquireTime, h.Record.HoldID
+	holds := make([]backends.Lease, 0, len(h.Places))
+	for _, p := range h.Places {
+		l := backends.Lease{Key: key, Identity: p.Identity, ExpireTime: now.Add(p.PTTL), Shared: true}
+		if p.HasRecord {
+			l.AcquireTime, l.Version = p.Record.AcquireTime, p.Record.HoldID
+		}
+		holds = append(holds, l)
 	}
-	return l, nil
+	slices.SortFunc(holds, func(a, b backends.Lease) int { return strings.Compare(a.Identity, b.Identity) })
+	return holds
 }
 
 // Ping sends PING, which proves that the server is reachable and the session authenticated, then

@@ -54,7 +54,7 @@ func newBackend(t *testing.T, addr string, opts ...redis.Option) *redis.Backend 
 
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	backendtest.Run(t, backendtest.Harness{
+	h := backendtest.Harness{
 		New: func(t *testing.T) backends.Backend {
 			b, err := redis.New(redis.Config{Address: srv.Addr()})
 			if err != nil {
@@ -62,10 +62,12 @@ func TestConformance(t *testing.T) {
 			}
 			return b
 		},
-		// Real time: Redis expires keys by its own clock.
+		// Real time: Redis expires keys and places by its own clock.
 		TTL:        2 * time.Second,
 		RoundTrips: func(b backends.Backend) int64 { return b.(*redis.Backend).RoundTrips() },
-	})
+	}
+	backendtest.Run(t, h)
+	backendtest.RunShared(t, h)
 }
 
 // Renewal is one round trip however many leases, beyond the suite's 50: 1200 leases make three

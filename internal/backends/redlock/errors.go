@@ -36,12 +36,15 @@ type NodeError struct {
 // nodes failed and why, or that the agreement came too late. It unwraps to Locked (and so to
 // backends.ErrLocked) when other holders make a quorum impossible, else to ErrUnavailable.
 type QuorumError struct {
-	// Op is the call: acquire, renew, release, inspect or ping.
+	// Op is the call: acquire, renew, release, inspect, holders or ping.
 	Op string
 	// Key is the lock's key; empty for renew and ping.
 	Key string
 	// Nodes is how many nodes there are, Quorum how many must agree.
 	Nodes, Quorum int
+	// Places is the number of places a shared acquire asked for (its Quorum is SharedQuorum);
+	// zero for any other call.
+	Places int
 	// Agreed is how many nodes did what was asked (granted, answered, passed).
 	Agreed int
 	// Failed lists the nodes that returned an error or did not answer in time.
@@ -51,6 +54,12 @@ type QuorumError struct {
 	Locked *backends.LockedError
 	// HolderNodes is how many nodes Locked.Holder holds.
 	HolderNodes int
+	// Exclusive is set when a shared acquire found the key held exclusively by Locked.Holder on a
+	// majority of nodes.
+	Exclusive bool
+	// Full is set when a shared acquire found every place held, each on Quorum nodes or more;
+	// Locked.Holder's place is the first to fall below it.
+	Full bool
 	// Elapsed and TTL are set when a quorum agreed, but so late that no validity was left.
 	Elapsed, TTL time.Duration
 }
@@ -67,6 +76,14 @@ func (e *QuorumError) Error() string {
 		verb = "answered"
 	}
 	switch {
+	case e.Locked != nil && e.Full:
+		fmt.Fprintf(&b, "all %d places are held, each on at least %d of %d nodes; %q's is the first to expire",
+			e.Places, e.Quorum, e.Nodes, e.Locked.Holder)
+	case e.Locked != nil && e.Exclusive:
+		fmt.Fprintf(&b, "held exclusively by %q on %d of %d nodes", e.Locked.Holder, e.HolderNodes, e.Nodes)
+	case e.Locked != nil && e.Places > 0:
+		fmt.Fprintf(&b, "contended: a place of %d needs %d of %d nodes, and other holders (%q on %d) leave only %d granted",
+			e.Places, e.Quorum, e.Nodes, e.Locked.Holder, e.HolderNodes, e.Agreed)
 	case e.Locked != nil && e.HolderNodes >= e.Quorum:
 		fmt.Fprintf(&b, "held by %q on %d of %d nodes", e.Locked.Holder, e.HolderNodes, e.Nodes)
 	case e.Locked != nil:

@@ -56,6 +56,12 @@ limitations under the License.
 // some lease needed repair or cleanup. If fewer than a quorum of nodes answered, nothing is known
 // and Renew returns an error.
 //
+// # Shared locks
+//
+// A shared acquire (TryAcquireShared, places.go) takes a place on every node as the redis backend
+// does, and needs more nodes than a majority: SharedQuorum(N, places). Renew keeps that rule, and
+// does not re-create a place on a node that lost it. See places.go.
+//
 // # What it does not promise
 //
 // Redlock's safety rests on bounded network delay, bounded process pauses and clocks that run at
@@ -162,7 +168,10 @@ type Backend struct {
 	closed   atomic.Bool
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var (
+	_ backends.Backend = (*Backend)(nil)
+	_ backends.Sharer  = (*Backend)(nil)
+)
 
 // New returns a session with the nodes at cfg.Addresses. It does not connect: Ping checks that a
 // quorum of nodes can be reached, authenticated with and written to.
@@ -224,9 +233,18 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	if err := checkArgs(key, identity, ttl); err != nil {
 		return backends.Lease{}, err
 	}
-	for attempt := 0; ; attempt++ {
-		lease, split, err := b.tryOnce(ctx, key, identity, ttl)
-		if !split || attempt == splitRetries || ctx.Err() != nil {
+	return b.retrySplits(ctx, ttl, func() (backends.Lease, bool, error) {
+		return b.tryOnce(ctx, key, identity, ttl)
+	})
+}
+
+// retrySplits makes attempts until one is not split (other holders had some nodes, but too few to
+// settle the outcome), at most splitRetries times more than once, after a random pause shorter
+// than the per-node timeout, so that one of the contenders wins.
+func (b *Backend) retrySplits(ctx context.Context, ttl time.Duration, attempt func() (backends.Lease, bool, error)) (backends.Lease, error) {
+	for n := 0; ; n++ {
+		lease, split, err := attempt()
+		if !split || n == splitRetries || ctx.Err() != nil {
 			return lease, err
 		}
 		pause := randomDuration(b.timeout(ttl))
@@ -280,7 +298,7 @@ func (b *Backend) tryOnce(ctx context.Context, key, identity string, ttl time.Du
 		}, false, nil
 	}
 
-	b.release(ctx, key, identity, timeout, grantedBy, failed)
+	b.release(ctx, key, identity, false, timeout, grantedBy, failed)
 	qe.Agreed = len(granted)
 	if len(granted) >= b.quorum {
 		qe.Elapsed, qe.TTL = elapsed, ttl
@@ -302,17 +320,22 @@ func (b *Backend) tryOnce(ctx context.Context, key, identity string, ttl time.Du
 	return backends.Lease{}, len(holders) > 0 && len(b.nodes)-len(qe.Failed) >= b.quorum, qe
 }
 
-// release undoes an attempt, owner-checked, even if ctx is done: keys left behind would block
-// every contender until they expire. It waits for the nodes that granted the attempt, so that
-// none of its keys is left on a node that answers; the nodes that failed to answer may or may
-// not have taken the key, and are asked in the background, so that a paused node does not cost
-// the call a second timeout.
-func (b *Backend) release(ctx context.Context, key, identity string, timeout time.Duration, granted, failed []int) {
+// release undoes an attempt (of a place when shared), owner-checked, even if ctx is done: keys
+// left behind would block every contender until they expire. It waits for the nodes that granted
+// the attempt, so that none of its keys is left on a node that answers; the nodes that failed to
+// answer may or may not have taken the key, and are asked in the background, so that a paused
+// node does not cost the call a second timeout.
+func (b *Backend) release(ctx context.Context, key, identity string, shared bool, timeout time.Duration, granted, failed []int) {
 	ctx = context.WithoutCancel(ctx)
 	releaseOn := func(i int) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		_, _ = b.nodes[i].Release(ctx, key, identity) // best effort: what is left expires by TTL
+		// Best effort: what is left expires by TTL.
+		if shared {
+			_, _ = b.nodes[i].ReleaseShared(ctx, key, identity)
+		} else {
+			_, _ = b.nodes[i].Release(ctx, key, identity)
+		}
 	}
 	for _, i := range failed {
 		go releaseOn(i)
@@ -324,8 +347,9 @@ func (b *Backend) release(ctx context.Context, key, identity string, timeout tim
 	wg.Wait()
 }
 
-// Renew extends every lease that a quorum of nodes still holds for its identity, in one pipeline
-// per node. See the package documentation.
+// Renew extends every lease that a quorum of nodes still holds for its identity (for a shared
+// lease, the quorum of its place: placeQuorum), in one pipeline per node, exclusive and shared
+// leases alike. See the package documentation.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := b.usable(); err != nil {
 		return nil, nil, err
@@ -341,7 +365,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 			goneEarly = append(goneEarly, l) // nothing can hold an empty key for an empty identity
 			continue
 		}
-		claims = append(claims, redisnode.Claim{Key: l.Key, Record: recordOf(l)})
+		claims = append(claims, redisnode.Claim{Key: l.Key, Record: recordOf(l), Shared: l.Shared})
 		asked = append(asked, l)
 	}
 	if len(claims) == 0 {
@@ -350,7 +374,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 
 	timeout := b.timeout(ttl)
 	start := b.clock.Now()
-	held := make([][]bool, len(b.nodes))
+	held := make([][]redisnode.Renewal, len(b.nodes))
 	errs := make([]error, len(b.nodes))
 	b.each(ctx, timeout, func(ctx context.Context, i int, n *redisnode.Node) {
 		held[i], errs[i] = n.Renew(ctx, claims, ttl)
@@ -376,14 +400,21 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	drop := make([][]redisnode.Claim, len(b.nodes))
 	for j, l := range asked {
 		count := 0
+		var limits []int
 		for i := range b.nodes {
-			if errs[i] == nil && held[i][j] {
+			if errs[i] == nil && held[i][j].Held {
 				count++
+				limits = append(limits, held[i][j].Places)
 			}
 		}
-		if count >= b.quorum {
+		quorum := b.quorum
+		if l.Shared {
+			quorum = placeQuorum(len(b.nodes), limits)
+		}
+		if count >= quorum {
 			for i := range b.nodes {
-				if errs[i] == nil && !held[i][j] {
+				// A missing place is not restored: its node might hold its limit of places by now.
+				if errs[i] == nil && !held[i][j].Held && !l.Shared {
 					take[i] = append(take[i], claims[j])
 				}
 			}
@@ -392,7 +423,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 			continue
 		}
 		for i := range b.nodes {
-			if errs[i] == nil && held[i][j] {
+			if errs[i] == nil && held[i][j].Held {
 				drop[i] = append(drop[i], claims[j])
 			}
 		}
@@ -406,10 +437,12 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	return renewed, append(lost, goneEarly...), nil
 }
 
-// Release frees the lock on every node where lease.Identity holds it, owner-checked. The lock
-// counts as released once so many nodes answered that they do not hold it for the identity that
-// it cannot have a quorum; if another identity holds a quorum, the error wraps
-// backends.ErrNotHeld.
+// Release frees the lock on every node where lease.Identity holds it, owner-checked, or for a
+// shared lease the identity's place alone. The lock counts as released once so many nodes
+// answered that they do not hold it for the identity that it cannot have a quorum (a majority,
+// the smallest quorum of any hold); if another identity holds the key exclusively on a quorum,
+// the error wraps backends.ErrNotHeld. A place is never held by another identity: a shared
+// release never gives ErrNotHeld.
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -420,7 +453,11 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	results := make([]redisnode.ReleaseResult, len(b.nodes))
 	errs := make([]error, len(b.nodes))
 	b.each(ctx, b.timeout(lease.TTL), func(ctx context.Context, i int, n *redisnode.Node) {
-		results[i], errs[i] = n.Release(ctx, lease.Key, lease.Identity)
+		if lease.Shared {
+			results[i], errs[i] = n.ReleaseShared(ctx, lease.Key, lease.Identity)
+		} else {
+			results[i], errs[i] = n.Release(ctx, lease.Key, lease.Identity)
+		}
 	})
 	qe := &QuorumError{Op: "release", Key: lease.Key, Nodes: len(b.nodes), Quorum: b.quorum}
 	others := map[string][]time.Duration{}
@@ -445,11 +482,12 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	return qe
 }
 
-// Inspect reports the identity that holds key on a quorum of nodes. ExpireTime is when fewer than
-// a quorum will hold it; AcquireTime and Version come from the holder's records (zero and empty
-// for a holder that writes none); TTL is zero. A key that no identity holds on a quorum gives an
-// error wrapping backends.ErrNotHeld, unless the nodes that did not answer could make up a quorum,
-// which gives a *QuorumError.
+// Inspect reports the identity that holds key on a quorum of nodes, or, for a key held in shared
+// places, the place of the lowest identity among those held on their quorum (Shared set).
+// ExpireTime is when fewer than a quorum will hold it; AcquireTime and Version come from the
+// holder's records (zero and empty for a holder that writes none); TTL is zero. A key that no
+// identity holds on a quorum gives an error wrapping backends.ErrNotHeld, unless the nodes that
+// did not answer could make up a quorum, which gives a *QuorumError.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
 	if err := b.usable(); err != nil {
 		return backends.Lease{}, err
@@ -457,38 +495,11 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	if key == "" {
 		return backends.Lease{}, errors.New("redlock backend: key must not be empty")
 	}
-	holdings := make([]redisnode.Holding, len(b.nodes))
-	errs := make([]error, len(b.nodes))
-	b.each(ctx, b.timeout(0), func(ctx context.Context, i int, n *redisnode.Node) {
-		holdings[i], errs[i] = n.Inspect(ctx, key)
-	})
-	now := b.clock.Now()
-	qe := &QuorumError{Op: "inspect", Key: key, Nodes: len(b.nodes), Quorum: b.quorum}
-	pttls := map[string][]time.Duration{}
-	records := map[string][]redisnode.Record{}
-	for i, err := range errs {
-		if err != nil {
-			qe.Failed = append(qe.Failed, NodeError{Address: b.nodes[i].Addr(), Err: err})
-			continue
-		}
-		qe.Agreed++
-		if h := holdings[i]; h.Holder != "" {
-			pttls[h.Holder] = append(pttls[h.Holder], h.PTTL)
-			if h.HasRecord {
-				records[h.Holder] = append(records[h.Holder], h.Record)
-			}
-		}
-	}
-	holder, votes := strongest(pttls)
+	holds, undecided, qe := b.holds(ctx, "inspect", key)
 	switch {
-	case len(votes) >= b.quorum:
-		l := backends.Lease{Key: key, Identity: holder, ExpireTime: quorumExpiry(now, votes, b.quorum)}
-		if recs := records[holder]; len(recs) > 0 {
-			r := mostCommon(recs)
-			l.AcquireTime, l.Version = r.AcquireTime, r.HoldID
-		}
-		return l, nil
-	case len(votes)+len(qe.Failed) >= b.quorum:
+	case len(holds) > 0:
+		return holds[0], nil
+	case undecided:
 		return backends.Lease{}, qe
 	}
 	return backends.Lease{}, fmt.Errorf("redlock backend: lock %q is held on no quorum of nodes: %w", key, backends.ErrNotHeld)

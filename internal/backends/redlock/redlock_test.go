@@ -81,7 +81,7 @@ func holders(t *testing.T, servers []*redistest.Server, key string) []string {
 
 func TestConformance(t *testing.T) {
 	servers := redistest.StartN(t, 3, redistest.Options{})
-	backendtest.Run(t, backendtest.Harness{
+	h := backendtest.Harness{
 		New: func(t *testing.T) backends.Backend {
 			b, err := redlock.New(redlock.Config{Addresses: addresses(servers)})
 			if err != nil {
@@ -89,10 +89,13 @@ func TestConformance(t *testing.T) {
 			}
 			return b
 		},
-		// Real time: the nodes expire keys by their own clocks.
+		// Real time: the nodes expire keys and places by their own clocks.
 		TTL:        2 * time.Second,
 		RoundTrips: func(b backends.Backend) int64 { return b.(*redlock.Backend).RoundTrips() },
-	})
+	}
+	backendtest.Run(t, h)
+	// With 3 nodes every shared lock of the suite (2 places or more) needs all 3 nodes.
+	backendtest.RunShared(t, h)
 }
 
 // Renewal costs one pipeline per node, however many leases.

@@ -51,12 +51,22 @@ var (
 	renewMySQL string
 	//go:embed renew_cleanup_mysql.sql
 	renewCleanupMySQL string
+	//go:embed places_mark_postgres.sql
+	placesMarkPostgres string
+	//go:embed places_mark_mysql.sql
+	placesMarkMySQL string
+	//go:embed places_acquire_postgres.sql
+	placesAcquirePostgres string
+	//go:embed places_prune_mysql.sql
+	placesPruneMySQL string
+	//go:embed places_acquire_mysql.sql
+	placesAcquireMySQL string
 )
 
 // dialect is what differs between PostgreSQL and MySQL: the statements, and how reads of many
 // keys and retries work.
 type dialect struct {
-	// ddl creates the tables and the index, in order.
+	// ddl creates the tables and the indexes, in order.
 	ddl []string
 	// tableExists answers one boolean for a table's name.
 	tableExists string
@@ -68,14 +78,16 @@ type dialect struct {
 	// selectRow reads holder, grant_id, session_id, ttl_us, acquired_at, expiry and liveness by
 	// key.
 	selectRow string
-	// release deletes a key's row if the identity holds it or it has expired.
+	// release deletes a key's row if the identity holds it or it has expired, unless it is a
+	// places marker (places.go).
 	release string
 	// bump renews a session: bumpArgs are its parameters for a session id. When it changes
-	// nothing (MySQL, when some lock of the session has expired), cleanup deletes the session's
-	// expired locks and bump is sent again; cleanup is empty when bump does both (PostgreSQL).
+	// nothing (MySQL, when some lock or place of the session has expired), the cleanup
+	// statements delete the session's expired locks and places and bump is sent again; cleanup
+	// is empty when bump does both (PostgreSQL). Each cleanup statement takes the session id.
 	bump     string
 	bumpArgs func(session string) []any
-	cleanup  string
+	cleanup  []string
 	// deleteSession deletes a session row (Ping's probe session).
 	deleteSession string
 	// adopt moves one live lock of the identity into this session with a new TTL (parameters:
@@ -83,8 +95,11 @@ type dialect struct {
 	// selectRow does (PostgreSQL); else the row is read back (MySQL).
 	adopt        string
 	adoptReturns bool
-	// readKeys reads the rows of keys after a renewal, by key, in as few statements as it can.
-	readKeys func(ctx context.Context, b *Backend, keys []string) (map[string]row, error)
+	// readHolds reads, after a renewal, the lock rows of lockKeys and the places of placeKeys,
+	// in as few statements as it can.
+	readHolds func(ctx context.Context, b *Backend, lockKeys, placeKeys []string) (holdSet, error)
+	// places are the statements of shared places.
+	places placeDialect
 	// retryable tells errors after which a statement may be sent again at once (deadlocks).
 	retryable func(error) bool
 }
@@ -97,9 +112,40 @@ const (
 	mysqlExpiry = "GREATEST(l.expires_at, COALESCE(s.renewed_at + INTERVAL l.ttl_us MICROSECOND, l.expires_at))"
 )
 
-// rowColumns is what scanRow reads after the key, for a lock row l joined with its session s.
+// rowColumns is what scanRow reads, for a lock row or place l joined with its session s.
 func rowColumns(expiry, now string) string {
 	return "l.holder, l.grant_id, l.session_id, l.ttl_us, l.acquired_at, " + expiry + ", " + expiry + " > " + now
+}
+
+// pgSessionExpired: the row l's session no longer keeps it alive. The session row is read FOR
+// SHARE, so that a renewal of that session in flight is waited for (see acquire_postgres.sql).
+func pgSessionExpired(sessions string) string {
+	return "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = l.session_id FOR SHARE)" +
+		" + l.ttl_us * interval '1 microsecond' <= now(), true)"
+}
+
+// pgAdopt moves one live row of target (a lock row or a place) into a session with a new TTL; it
+// returns the row as rowColumns reads it.
+func pgAdopt(target, sessions string) string {
+	return "UPDATE " + target + " AS l SET session_id = $1, ttl_us = $2::bigint, expires_at = now() + $2::bigint * interval '1 microsecond'" +
+		" WHERE l.lock_key = $3 AND l.holder = $4 AND ($5::bigint = 0 OR l.grant_id = $5::bigint)" +
+		" AND (l.expires_at > now() OR NOT " + pgSessionExpired(sessions) + ")" +
+		" RETURNING l.holder, l.grant_id, l.session_id, l.ttl_us, l.acquired_at, l.expires_at, true"
+}
+
+// mysqlSessionExpired: the row of target's session no longer keeps it alive. InnoDB reads the
+// session row with a shared lock in a data-changing statement (see acquire_mysql.sql).
+func mysqlSessionExpired(target, sessions string) string {
+	return "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = " + target + ".session_id)" +
+		" + INTERVAL " + target + ".ttl_us MICROSECOND <= UTC_TIMESTAMP(6), TRUE)"
+}
+
+// mysqlAdopt moves one live row of target (a lock row or a place) into a session with a new TTL;
+// the row is read back after.
+func mysqlAdopt(target, sessions string) string {
+	return "UPDATE " + target + " SET session_id = ?, ttl_us = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ttl_us MICROSECOND" +
+		" WHERE lock_key = ? AND holder = ? AND (? = 0 OR grant_id = ?)" + // expires_at reads the ttl_us just set
+		" AND (expires_at > UTC_TIMESTAMP(6) OR NOT " + mysqlSessionExpired(target, sessions) + ")"
 }
 
 // postgres is the PostgreSQL dialect for table.
@@ -107,35 +153,34 @@ func postgres(table string) *dialect {
 	sessions := sessionTable(table)
 	from := " FROM " + table + " AS l LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
 	cols := rowColumns(pgExpiry, "now()")
-	readKeys := "SELECT l.lock_key, " + cols + " FROM unnest($1::text[]) AS r(lock_key) JOIN " + table +
+	// Lock rows, then places, each behind a flag that says which.
+	readHolds := "SELECT false, l.lock_key, " + cols + " FROM unnest($1::text[]) AS r(lock_key) JOIN " + table +
+		" AS l ON l.lock_key = r.lock_key LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id" +
+		" UNION ALL SELECT true, l.lock_key, " + cols + " FROM unnest($2::text[]) AS r(lock_key) JOIN " + placeTable(table) +
 		" AS l ON l.lock_key = r.lock_key LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
-	// sessionExpired: the row l's session no longer keeps it alive. The session row is read FOR
-	// SHARE, so that a renewal of that session in flight is waited for (see acquire_postgres.sql).
-	sessionExpired := "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = l.session_id FOR SHARE)" +
-		" + l.ttl_us * interval '1 microsecond' <= now(), true)"
+	sessionExpired := pgSessionExpired(sessions)
 	return &dialect{
 		ddl:            splitStatements(forTable(ddlPostgres, table)),
 		tableExists:    "SELECT to_regclass($1) IS NOT NULL",
 		acquire:        forTable(acquirePostgres, table),
 		acquireReturns: true,
 		selectRow:      "SELECT " + cols + from + " WHERE l.lock_key = $1",
-		release: "DELETE FROM " + table + " AS l WHERE l.lock_key = $1 AND (l.holder = $2 OR (l.expires_at <= now() AND " +
+		release: "DELETE FROM " + table + " AS l WHERE l.lock_key = $1 AND (l.holder = $2 OR (l.holder <> '' AND l.expires_at <= now() AND " +
 			sessionExpired + "))",
 		bump:          forTable(renewPostgres, table),
 		bumpArgs:      func(session string) []any { return []any{session} },
 		deleteSession: "DELETE FROM " + sessions + " WHERE session_id = $1",
-		adopt: "UPDATE " + table + " AS l SET session_id = $1, ttl_us = $2::bigint, expires_at = now() + $2::bigint * interval '1 microsecond'" +
-			" WHERE l.lock_key = $3 AND l.holder = $4 AND ($5::bigint = 0 OR l.grant_id = $5::bigint)" +
-			" AND (l.expires_at > now() OR NOT " + sessionExpired + ")" +
-			" RETURNING l.holder, l.grant_id, l.session_id, l.ttl_us, l.acquired_at, l.expires_at, true",
-		adoptReturns: true,
-		readKeys: func(ctx context.Context, b *Backend, keys []string) (map[string]row, error) {
-			rows, err := b.query(ctx, "reading renewed locks", readKeys, keys)
+		adopt:         pgAdopt(table, sessions),
+		adoptReturns:  true,
+		readHolds: func(ctx context.Context, b *Backend, lockKeys, placeKeys []string) (holdSet, error) {
+			set := newHoldSet()
+			rows, err := b.query(ctx, "reading renewed locks", readHolds, lockKeys, placeKeys)
 			if err != nil {
-				return nil, err
+				return set, err
 			}
-			return collect(b, rows)
+			return set, set.collect(b, rows)
 		},
+		places: postgresPlaces(table),
 		retryable: func(err error) bool {
 			var pgErr *pgconn.PgError
 			// 40P01 deadlock_detected, 40001 serialization_failure: the statement was rolled
@@ -149,54 +194,53 @@ func postgres(table string) *dialect {
 func mysqlDialect(table string) *dialect {
 	sessions := sessionTable(table)
 	from := " FROM " + table + " AS l LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
+	placeFrom := " FROM " + placeTable(table) + " AS l LEFT JOIN " + sessions + " AS s ON s.session_id = l.session_id"
 	cols := rowColumns(mysqlExpiry, "UTC_TIMESTAMP(6)")
-	// sessionExpired: the row's session no longer keeps it alive. InnoDB reads the session row
-	// with a shared lock in a data-changing statement (see acquire_mysql.sql).
-	sessionExpired := "COALESCE((SELECT s.renewed_at FROM " + sessions + " AS s WHERE s.session_id = " + table + ".session_id)" +
-		" + INTERVAL " + table + ".ttl_us MICROSECOND <= UTC_TIMESTAMP(6), TRUE)"
+	sessionExpired := mysqlSessionExpired(table, sessions)
 	return &dialect{
 		ddl:         splitStatements(forTable(ddlMySQL, table)),
 		tableExists: "SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
 		acquire:     forTable(acquireMySQL, table),
 		selectRow:   "SELECT " + cols + from + " WHERE l.lock_key = ?",
-		release: "DELETE FROM " + table + " WHERE lock_key = ? AND (holder = ? OR (expires_at <= UTC_TIMESTAMP(6) AND " +
+		release: "DELETE FROM " + table + " WHERE lock_key = ? AND (holder = ? OR (holder <> '' AND expires_at <= UTC_TIMESTAMP(6) AND " +
 			sessionExpired + "))",
 		bump:          forTable(renewMySQL, table),
-		bumpArgs:      func(session string) []any { return []any{session, session} },
-		cleanup:       forTable(renewCleanupMySQL, table),
+		bumpArgs:      func(session string) []any { return []any{session, session, session} },
+		cleanup:       splitStatements(forTable(renewCleanupMySQL, table)),
 		deleteSession: "DELETE FROM " + sessions + " WHERE session_id = ?",
-		adopt: "UPDATE " + table + " SET session_id = ?, ttl_us = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ttl_us MICROSECOND" +
-			" WHERE lock_key = ? AND holder = ? AND (? = 0 OR grant_id = ?)" + // expires_at reads the ttl_us just set
-
-			" AND (expires_at > UTC_TIMESTAMP(6) OR NOT " + sessionExpired + ")",
-		readKeys: func(ctx context.Context, b *Backend, keys []string) (map[string]row, error) {
-			out := map[string]row{}
-			for len(keys) > 0 {
-				n, size := 0, 0
-				for n < len(keys) && (n == 0 || size+len(keys[n]) <= mysqlReadBytes) {
-					size += len(keys[n])
-					n++
+		adopt:         mysqlAdopt(table, sessions),
+		readHolds: func(ctx context.Context, b *Backend, lockKeys, placeKeys []string) (holdSet, error) {
+			set := newHoldSet()
+			for _, c := range chunkKeys(lockKeys, placeKeys, mysqlReadBytes) {
+				var (
+					parts []string
+					args  []any
+				)
+				for _, half := range []struct {
+					shared bool
+					from   string
+					keys   []string
+				}{{false, from, c.locks}, {true, placeFrom, c.places}} {
+					if len(half.keys) == 0 {
+						continue
+					}
+					parts = append(parts, "SELECT "+strconv.FormatBool(half.shared)+", l.lock_key, "+cols+half.from+
+						" WHERE l.lock_key IN ("+strings.TrimSuffix(strings.Repeat("?,", len(half.keys)), ",")+")")
+					for _, k := range half.keys {
+						args = append(args, k)
+					}
 				}
-				args := make([]any, n)
-				for i, k := range keys[:n] {
-					args[i] = k
-				}
-				keys = keys[n:]
-				rows, err := b.query(ctx, "reading renewed locks", "SELECT l.lock_key, "+cols+from+
-					" WHERE l.lock_key IN ("+strings.TrimSuffix(strings.Repeat("?,", n), ",")+")", args...)
+				rows, err := b.query(ctx, "reading renewed locks", strings.Join(parts, " UNION ALL "), args...)
 				if err != nil {
-					return nil, err
+					return set, err
 				}
-				got, err := collect(b, rows)
-				if err != nil {
-					return nil, err
-				}
-				for k, r := range got {
-					out[k] = r
+				if err := set.collect(b, rows); err != nil {
+					return set, err
 				}
 			}
-			return out, nil
+			return set, nil
 		},
+		places: mysqlPlaces(table),
 		retryable: func(err error) bool {
 			var myErr *mysql.MySQLError
 			// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the statement back; racing upserts of one key
@@ -221,34 +265,104 @@ func splitStatements(file string) []string {
 	return out
 }
 
-// distinctKeys lists the keys of leases once each.
-func distinctKeys(leases []backends.Lease) []string {
-	seen := map[string]bool{}
-	var keys []string
+// distinctKeys lists the keys of the exclusive leases and of the shared ones, once each.
+func distinctKeys(leases []backends.Lease) (lockKeys, placeKeys []string) {
+	seen := map[bool]map[string]bool{false: {}, true: {}}
 	for _, l := range leases {
-		if !seen[l.Key] {
-			seen[l.Key] = true
-			keys = append(keys, l.Key)
+		if seen[l.Shared][l.Key] {
+			continue
+		}
+		seen[l.Shared][l.Key] = true
+		if l.Shared {
+			placeKeys = append(placeKeys, l.Key)
+		} else {
+			lockKeys = append(lockKeys, l.Key)
 		}
 	}
-	return keys
+	return lockKeys, placeKeys
 }
 
-// collect reads rows of lock_key and rowColumns by key, and closes them.
-func collect(b *Backend, rows *dbsql.Rows) (map[string]row, error) {
-	defer rows.Close()
-	out := map[string]row{}
-	for rows.Next() {
-		r, err := scanRow(rows, true)
-		if err != nil {
-			return nil, b.wrap("reading renewed locks", err)
+// keyChunk is the keys one MySQL read names: lock rows by key, and places by key.
+type keyChunk struct{ locks, places []string }
+
+// chunkKeys splits lock keys and place keys into reads that name at most budget bytes of keys
+// each (one key at least, however long), lock keys first, in order.
+func chunkKeys(lockKeys, placeKeys []string, budget int) []keyChunk {
+	var (
+		out  []keyChunk
+		cur  keyChunk
+		size int
+	)
+	add := func(k string, shared bool) {
+		if size > 0 && size+len(k) > budget {
+			out = append(out, cur)
+			cur, size = keyChunk{}, 0
 		}
-		out[r.key] = r
+		size += len(k)
+		if shared {
+			cur.places = append(cur.places, k)
+		} else {
+			cur.locks = append(cur.locks, k)
+		}
+	}
+	for _, k := range lockKeys {
+		add(k, false)
+	}
+	for _, k := range placeKeys {
+		add(k, true)
+	}
+	if len(cur.locks)+len(cur.places) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// holdSet is what a renewal reads back: lock rows by key, places by key and holder.
+type holdSet struct {
+	locks  map[string]row
+	places map[placeID]row
+}
+
+// placeID names a place: its key and the identity that holds it.
+type placeID struct{ key, holder string }
+
+func newHoldSet() holdSet {
+	return holdSet{locks: map[string]row{}, places: map[placeID]row{}}
+}
+
+// find returns the row that holds l, if one was read: its key's lock row, or its identity's place.
+func (h holdSet) find(l backends.Lease) (row, bool) {
+	if l.Shared {
+		r, ok := h.places[placeID{l.Key, l.Identity}]
+		return r, ok
+	}
+	r, ok := h.locks[l.Key]
+	return r, ok
+}
+
+// collect reads rows of a flag (place or not), lock_key and rowColumns into h, and closes them.
+func (h holdSet) collect(b *Backend, rows *dbsql.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			shared bool
+			key    string
+		)
+		r, err := scanRow(rows, &shared, &key)
+		if err != nil {
+			return b.wrap("reading renewed locks", err)
+		}
+		r.key, r.shared = key, shared
+		if shared {
+			h.places[placeID{key, r.holder}] = r
+		} else {
+			h.locks[key] = r
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, b.wrap("reading renewed locks", err)
+		return b.wrap("reading renewed locks", err)
 	}
-	return out, nil
+	return nil
 }
 
 // openPostgres opens a pool for a PostgreSQL DSN. Connecting is bounded by the call timeout, and

@@ -173,7 +173,8 @@ func TestInvalidDSNsNeverInErrors(t *testing.T) {
 }
 
 // The privileges the documentation lists are enough: a user with only SELECT, INSERT, UPDATE and
-// DELETE on the tables a DBA created (with the DDL the package ships) locks as well as the owner.
+// DELETE on the three tables a DBA created (with the DDL the package ships) locks, exclusive and
+// shared, as well as the owner.
 // A user who may not create the missing tables, or may only read them, fails Ping with a message
 // that says so.
 func TestPrivileges(t *testing.T) {
@@ -213,7 +214,7 @@ func TestPrivileges(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 		}
 		grant := func(privileges string) {
-			for _, table := range []string{"dba_locks", "dba_locks_sessions"} {
+			for _, table := range []string{"dba_locks", "dba_locks_sessions", "dba_locks_places"} {
 				if srv.Driver == sqlbackend.DriverPostgres {
 					_, err = srv.DB().ExecContext(ctx, "GRANT "+privileges+" ON "+table+" TO limited")
 				} else {
@@ -236,5 +237,8 @@ func TestPrivileges(t *testing.T) {
 		g.Expect(lost).To(BeEmpty())
 		g.Expect(renewed).To(HaveLen(1))
 		g.Expect(b.Release(ctx, l)).To(Succeed())
+		p, err := b.TryAcquireShared(ctx, "dba/shared", "pod-a", holdTTL, 2)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.Release(ctx, p)).To(Succeed())
 	})
 }

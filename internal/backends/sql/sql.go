@@ -22,15 +22,17 @@ limitations under the License.
 //
 // # The tables
 //
-// The lock table (Config.Table, default DefaultTable) and its sessions table (the same name with
-// "_sessions") are created on first use by each session, if one is missing, from the DDL in
-// ddl_postgres.sql or ddl_mysql.sql; a DBA may create them beforehand instead, so that lockwarden
-// needs only SELECT, INSERT, UPDATE and DELETE on them. Each lock row holds a lock: its key, the
-// holder identity, a random grant id (Lease.Version, new for every hold and kept while the hold
-// lasts), the session that keeps it alive, the TTL, when the hold began and the row's own expiry
-// (its last acquire plus the TTL). Each session row holds a controller session's id and when it
-// was last renewed. Rows are deleted on release, and expired rows are taken over by the next
-// acquire of their key.
+// The lock table (Config.Table, default DefaultTable), its sessions table (the same name with
+// "_sessions") and its places table (with "_places") are created on first use by each session, if
+// one is missing, from the DDL in ddl_postgres.sql or ddl_mysql.sql; a DBA may create them
+// beforehand instead, so that lockwarden needs only SELECT, INSERT, UPDATE and DELETE on them. Each
+// lock row holds a lock: its key, the holder identity, a random grant id (Lease.Version, new for
+// every hold and kept while the hold lasts), the session that keeps it alive, the TTL, when the
+// hold began and the row's own expiry (its last acquire plus the TTL). Each session row holds a
+// controller session's id and when it was last renewed. Rows are deleted on release, and expired
+// rows are taken over by the next acquire of their key. Shared locks (backends.Sharer) keep a row
+// per place in the places table and leave a marker in the lock table; places.go says how, and why
+// exclusive and shared holds exclude each other atomically.
 //
 // # Session semantics
 //
@@ -65,16 +67,17 @@ limitations under the License.
 //
 // # Statements
 //
-// TryAcquire is one upsert that inserts a missing row, or takes the existing one only if it is
-// the identity's own or has expired (acquire_postgres.sql, acquire_mysql.sql): exactly one of any
-// number of racing sessions wins. On PostgreSQL it returns the row (RETURNING); MySQL reads it
-// back with a second statement, and so does PostgreSQL when the key is held by another identity,
-// to name the holder. Renew is two statements whatever the number of leases: one write that
-// renews the session (renew_postgres.sql, renew_mysql.sql) and writes only the session row, and
-// one read of the leases' rows with their sessions (on PostgreSQL the keys travel as an array; on
-// MySQL in an IN list, one read per MiB of keys). Release is one owner-checked DELETE (plus a
-// SELECT when it deletes nothing, to tell a free key from another holder's). Statements reports
-// the number of statements a session has sent; each is one round trip (MySQL parameters are
+// TryAcquire is one upsert that inserts a missing row, or takes the existing one only if it is the
+// identity's own or has expired, and the key has no live shared place (acquire_postgres.sql,
+// acquire_mysql.sql): exactly one of any number of racing sessions wins. On PostgreSQL it returns
+// the row (RETURNING); MySQL reads it back with a second statement, and so does PostgreSQL when the
+// key is held by another identity, to name the holder. TryAcquireShared is one transaction
+// (places.go). Renew is two statements whatever the number and kinds of leases: one write that
+// renews the session (renew_postgres.sql, renew_mysql.sql) and writes only the session row, and one
+// read of the leases' rows and places with their sessions (on PostgreSQL the keys travel as arrays;
+// on MySQL in IN lists, one read per MiB of keys). Release is one owner-checked DELETE (plus a
+// SELECT when it deletes nothing, to tell a free key from another holder's). Statements reports the
+// number of statements a session has sent; each is one round trip (MySQL parameters are
 // interpolated by the client, PostgreSQL's statements are prepared once per connection).
 //
 // # Connections and secrets
@@ -280,7 +283,7 @@ type connection struct {
 }
 
 // Statements returns how many statements the session has sent, failed ones included. Each is one
-// round trip to the database.
+// round trip to the database; so is a PostgreSQL batch of statements, which counts once.
 func (b *Backend) Statements() int64 { return b.statements.Load() }
 
 // Table is the name of the lock table.
@@ -317,10 +320,13 @@ type row struct {
 	expires time.Time
 	// live: expires is after the database's now.
 	live bool
+	// shared: the row is a place (places.go), not a lock row.
+	shared bool
 }
 
 func (r row) lease(key string) backends.Lease {
 	return backends.Lease{
+		Shared:      r.shared,
 		Key:         key,
 		Identity:    r.holder,
 		TTL:         r.ttl,
@@ -330,18 +336,14 @@ func (r row) lease(key string) backends.Lease {
 	}
 }
 
-// scanRow reads the columns key?, holder, grant_id, session_id, ttl_us, acquired_at, expiry,
-// live.
-func scanRow(s interface{ Scan(...any) error }, withKey bool) (row, error) {
+// scanRow reads the columns rowColumns names (holder, grant_id, session_id, ttl_us,
+// acquired_at, expiry, live), after the leading columns that lead points to.
+func scanRow(s interface{ Scan(...any) error }, lead ...any) (row, error) {
 	var (
 		r     row
 		ttlUs int64
-		dest  []any
 	)
-	if withKey {
-		dest = append(dest, &r.key)
-	}
-	dest = append(dest, &r.holder, &r.grant, &r.session, &ttlUs, &r.acquired, &r.expires, &r.live)
+	dest := append(append([]any{}, lead...), &r.holder, &r.grant, &r.session, &ttlUs, &r.acquired, &r.expires, &r.live)
 	if err := s.Scan(dest...); err != nil {
 		return row{}, err
 	}
@@ -363,9 +365,10 @@ func (b *Backend) begin(ctx context.Context) (context.Context, context.CancelFun
 	return ctx, cancel, nil
 }
 
-// ensureTable creates the lock table, its index and the sessions table if a table is missing,
-// once per session. Tables that exist are not created again, so that a user without the CREATE
-// privilege can use tables a DBA made.
+// ensureTable creates the lock table, the sessions table, the places table and their indexes if
+// a table is missing, once per session. Tables that exist are not created again, so that a user
+// without the CREATE privilege can use tables a DBA made; a database made by an earlier version
+// gets its places table this way.
 func (b *Backend) ensureTable(ctx context.Context) error {
 	b.schemaMu.Lock()
 	defer b.schemaMu.Unlock()
@@ -378,7 +381,8 @@ func (b *Backend) ensureTable(ctx context.Context) error {
 	}
 	if !exists {
 		for _, stmt := range b.dialect.ddl {
-			if _, err := b.exec(ctx, "creating the lock table "+b.table+" and its sessions table "+sessionTable(b.table), stmt); err != nil {
+			if _, err := b.exec(ctx, "creating the lock table "+b.table+", its sessions table "+sessionTable(b.table)+
+				" and its places table "+placeTable(b.table), stmt); err != nil {
 				// Another session may have created them meanwhile.
 				if again, err2 := b.tablesExist(ctx); err2 != nil || !again {
 					return fmt.Errorf("%w (the user needs the CREATE privilege once, or a DBA creates the tables beforehand)", err)
@@ -391,9 +395,9 @@ func (b *Backend) ensureTable(ctx context.Context) error {
 	return nil
 }
 
-// tablesExist tells whether both the lock table and the sessions table exist.
+// tablesExist tells whether the lock table, the sessions table and the places table all exist.
 func (b *Backend) tablesExist(ctx context.Context) (bool, error) {
-	for _, table := range []string{b.table, sessionTable(b.table)} {
+	for _, table := range []string{b.table, sessionTable(b.table), placeTable(b.table)} {
 		var exists bool
 		if err := b.queryRow(ctx, b.dialect.tableExists, table).Scan(&exists); err != nil {
 			return false, b.wrap("looking for the table "+table, err)
@@ -453,7 +457,7 @@ func (b *Backend) wrap(op string, err error) error {
 
 // readRow reads key's row; found is false when there is none.
 func (b *Backend) readRow(ctx context.Context, op, key string) (r row, found bool, err error) {
-	r, err = scanRow(b.queryRow(ctx, b.dialect.selectRow, key), false)
+	r, err = scanRow(b.queryRow(ctx, b.dialect.selectRow, key))
 	switch {
 	case errors.Is(err, dbsql.ErrNoRows):
 		return row{}, false, nil
@@ -466,8 +470,8 @@ func (b *Backend) readRow(ctx context.Context, op, key string) (r row, found boo
 
 // TryAcquire takes key for identity, or, if identity already holds it, extends the hold and
 // returns it as it began: one statement on PostgreSQL, two on MySQL, plus one to name the holder
-// when another identity holds the key (the error is then a *backends.LockedError with the
-// holder's expiry by the database's clock).
+// when another identity holds the key or places of it (the error is then a
+// *backends.LockedError with the holder's expiry by the database's clock).
 func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time.Duration) (backends.Lease, error) {
 	if err := checkArgs(key, identity, ttl); err != nil {
 		return backends.Lease{}, err
@@ -487,7 +491,8 @@ func (b *Backend) tryAcquire(ctx context.Context, key, identity string, ttl time
 		ttlUs = 1
 	}
 	// A key that another identity holds, seen after the acquire, may have expired or been
-	// released in between: try again, a few times.
+	// released in between, and on PostgreSQL the row may have changed while the statement waited
+	// for it (acquire_postgres.sql): try again, a few times.
 	for range 3 {
 		grant := newGrant()
 		var r row
@@ -510,33 +515,35 @@ func (b *Backend) tryAcquire(ctx context.Context, key, identity string, ttl time
 		}
 		// MySQL reads back what its upsert did; PostgreSQL, which got no row back, who holds the
 		// key.
-		r, found, err := b.readRow(ctx, op, key)
+		rows, err := b.holdsOf(ctx, op, key)
 		if err != nil {
 			return backends.Lease{}, err
 		}
+		own, locked := afterRefusal(key, liveHolders(key, rows), identity, false)
 		switch {
-		case found && r.live && r.holder == identity && !b.dialect.acquireReturns:
-			l := r.lease(key)
+		case own != nil && !b.dialect.acquireReturns:
+			l := *own
 			l.TTL = ttl
 			return l, nil
-		case found && r.live && r.holder != identity:
-			return backends.Lease{}, &backends.LockedError{Key: key, Holder: r.holder, ExpireTime: r.expires}
+		case locked != nil:
+			return backends.Lease{}, locked
 		}
 	}
 	return backends.Lease{}, &backends.LockedError{Key: key}
 }
 
-// Renew renews this session, and with it every lock the session keeps alive, listed or not (see
-// Session semantics in the package doc); then it reads the listed leases back. A lease comes back
-// renewed if its row still names its identity and grant (any grant when Version is empty), is
-// kept alive by this session with this TTL, and had not expired when the session was renewed.
-// A live lease of the identity kept alive by another session (a restarted controller's), or with
-// another TTL, is moved into this session with the new TTL, one statement per lease, once. A lease
-// whose key is free, expired or held by another identity or hold comes back in lost, and its row
-// is not revived.
+// Renew renews this session, and with it every lock and shared place the session keeps alive,
+// listed or not (see Session semantics in the package doc); then it reads the listed leases back,
+// exclusive and shared alike (a shared lease is its identity's place). A lease comes back renewed
+// if its row still names its identity and grant (any grant when Version is empty), is kept alive
+// by this session with this TTL, and had not expired when the session was renewed. A live lease
+// of the identity kept alive by another session (a restarted controller's), or with another TTL,
+// is moved into this session with the new TTL, one statement per lease, once. A lease whose key
+// is free, expired or held by another identity or hold comes back in lost, and its row is not
+// revived.
 //
-// Two statements whatever the number of leases (a MySQL read names at most a MiB of keys), and
-// one row written: the session's.
+// Two statements whatever the number and kinds of leases (a MySQL read names at most a MiB of
+// keys), and one row written: the session's.
 func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.Duration) (renewed, lost []backends.Lease, err error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, nil, err
@@ -560,18 +567,20 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	if err := b.renewSession(ctx, b.session); err != nil {
 		return nil, nil, err
 	}
-	rows, err := b.dialect.readKeys(ctx, b, distinctKeys(ask))
+	lockKeys, placeKeys := distinctKeys(ask)
+	set, err := b.dialect.readHolds(ctx, b, lockKeys, placeKeys)
 	if err != nil {
 		return nil, nil, err
 	}
 	ttlUs := max(ttl.Microseconds(), 1)
 	for _, l := range ask {
-		r, ok := rows[l.Key]
-		if !ok || !r.live || r.holder != l.Identity || !grantMatches(l.Version, r.grant) {
+		r, found := set.find(l)
+		switch judgeRenewal(l, r, found, b.session, time.Duration(ttlUs)*time.Microsecond) {
+		case renewLost:
 			lost = append(lost, l)
 			continue
-		}
-		if r.session != b.session || r.ttl != time.Duration(ttlUs)*time.Microsecond {
+		case renewMove:
+			var ok bool
 			if r, ok, err = b.adopt(ctx, l, ttlUs); err != nil {
 				return nil, nil, err
 			}
@@ -586,38 +595,45 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	return renewed, lost, nil
 }
 
-// renewSession renews a session's row: one statement, and on MySQL, when some lock of the session
-// has expired, a DELETE of the expired locks before the renewal is sent again.
+// renewSession renews a session's row: one statement, and on MySQL, when some lock or place of
+// the session has expired, DELETEs of the expired locks and places before the renewal is sent
+// again.
 func (b *Backend) renewSession(ctx context.Context, session string) error {
 	for range 3 {
 		res, err := b.exec(ctx, "renewing the session", b.dialect.bump, b.dialect.bumpArgs(session)...)
 		if err != nil {
 			return err
 		}
-		if b.dialect.cleanup == "" {
+		if len(b.dialect.cleanup) == 0 {
 			return nil
 		}
 		if n, err := res.RowsAffected(); err == nil && n > 0 {
 			return nil
 		}
-		if _, err := b.exec(ctx, "deleting the session's expired locks", b.dialect.cleanup, session); err != nil {
-			return err
+		for _, stmt := range b.dialect.cleanup {
+			if _, err := b.exec(ctx, "deleting the session's expired locks", stmt, session); err != nil {
+				return err
+			}
 		}
 	}
 	return fmt.Errorf("sql backend (%s): the session's locks kept expiring while it was renewed", b.target)
 }
 
-// adopt moves a live lease of its identity into this session, with the TTL given; ok is false
-// when the row no longer holds the lease.
+// adopt moves a live lease of its identity (its key's lock row, or its place when it is shared)
+// into this session, with the TTL given; ok is false when the row no longer holds the lease.
 func (b *Backend) adopt(ctx context.Context, l backends.Lease, ttlUs int64) (row, bool, error) {
 	op := "moving " + strconv.Quote(l.Key) + " into this session"
 	grant := grantOf(l.Version)
+	stmt := b.dialect.adopt
+	if l.Shared {
+		stmt = b.dialect.places.adopt
+	}
 	var (
 		r   row
 		err error
 	)
 	if b.dialect.adoptReturns {
-		r, err = scanRow(b.queryRow(ctx, b.dialect.adopt, b.session, ttlUs, l.Key, l.Identity, grant), false)
+		r, err = scanRow(b.queryRow(ctx, stmt, b.session, ttlUs, l.Key, l.Identity, grant))
 		if errors.Is(err, dbsql.ErrNoRows) {
 			return row{}, false, nil
 		}
@@ -625,18 +641,23 @@ func (b *Backend) adopt(ctx context.Context, l backends.Lease, ttlUs int64) (row
 			return row{}, false, b.wrap(op, err)
 		}
 	} else {
-		res, err := b.exec(ctx, op, b.dialect.adopt, b.session, ttlUs, l.Key, l.Identity, grant, grant)
+		res, err := b.exec(ctx, op, stmt, b.session, ttlUs, l.Key, l.Identity, grant, grant)
 		if err != nil {
 			return row{}, false, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return row{}, false, nil
 		}
-		var found bool
-		if r, found, err = b.readRow(ctx, op, l.Key); err != nil || !found {
+		rows, err := b.holdsOf(ctx, op, l.Key)
+		if err != nil {
 			return row{}, false, err
 		}
+		var found bool
+		if r, found = findHold(rows, l.Shared, l.Identity); !found {
+			return row{}, false, nil
+		}
 	}
+	r.shared = l.Shared
 	held := r.live && r.holder == l.Identity && grantMatches(l.Version, r.grant) && r.session == b.session
 	return r, held, nil
 }
@@ -659,6 +680,8 @@ func grantMatches(version string, grant int64) bool {
 // Release deletes the key's row if lease.Identity holds it, or if it has expired, in one
 // statement. When that deletes nothing, a second statement tells a free key (released: nil) from
 // one another identity holds (an error wrapping backends.ErrNotHeld, and the row is untouched).
+// A shared lease deletes its identity's place alone, in one statement, and is released (nil)
+// whoever holds the other places.
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if lease.Key == "" || lease.Identity == "" {
 		return fmt.Errorf("sql backend: cannot release a lease without key and identity (key %q, identity %q)", lease.Key, lease.Identity)
@@ -668,6 +691,9 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 		return err
 	}
 	defer cancel()
+	if lease.Shared {
+		return b.releasePlace(ctx, lease.Key, lease.Identity)
+	}
 	return b.release(ctx, lease.Key, lease.Identity)
 }
 
@@ -686,7 +712,7 @@ func (b *Backend) release(ctx context.Context, key, identity string) error {
 			return err
 		}
 		switch {
-		case !found || !r.live:
+		case !found || !r.live: // a places marker too: the exclusive hold is free
 			return nil
 		case r.holder != identity:
 			return fmt.Errorf("sql backend (%s): lock %q is held by %q, not %q: %w", b.target, key, r.holder, identity, backends.ErrNotHeld)
@@ -696,8 +722,9 @@ func (b *Backend) release(ctx context.Context, key, identity string) error {
 	return fmt.Errorf("sql backend (%s): lock %q kept changing while it was released: %w", b.target, key, backends.ErrNotHeld)
 }
 
-// Inspect reports who holds key, as its row says, with the database's times. A missing or
-// expired row gives an error wrapping backends.ErrNotHeld.
+// Inspect reports who holds key, as its row says, with the database's times; a key held in shared
+// places reports the place of the lowest identity, with Lease.Shared set. One statement. A key
+// with no live hold gives an error wrapping backends.ErrNotHeld.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
 	if key == "" {
 		return backends.Lease{}, errors.New("sql backend: key must not be empty")
@@ -707,22 +734,24 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 		return backends.Lease{}, err
 	}
 	defer cancel()
-	r, found, err := b.readRow(ctx, "inspecting "+strconv.Quote(key), key)
+	rows, err := b.holdsOf(ctx, "inspecting "+strconv.Quote(key), key)
 	if err != nil {
 		return backends.Lease{}, err
 	}
-	if !found || !r.live {
+	holders := liveHolders(key, rows)
+	if len(holders) == 0 {
 		return backends.Lease{}, fmt.Errorf("sql backend (%s): lock %q: %w", b.target, key, backends.ErrNotHeld)
 	}
-	return r.lease(key), nil
+	return holders[0], nil
 }
 
 // Ping checks that the database answers, that the session's user can log in, that the tables
 // exist (creating them if one is missing), and that the user may write them: it takes, re-takes
-// and releases a probe row (PingKeyPrefix and the session id), and renews twice and deletes a
-// probe session of the same name, which needs SELECT, INSERT, UPDATE and DELETE on both tables,
-// as locking does. It does not renew this session. Errors name the database and say what
-// failed; they never contain the DSN or the password.
+// and releases a probe row (PingKeyPrefix and the session id), then a shared place of the same
+// key (and takes and releases the row once more, which deletes the places marker), and renews
+// twice and deletes a probe session of the same name, which needs SELECT, INSERT, UPDATE and
+// DELETE on the three tables, as locking does. It does not renew this session. Errors name the
+// database and say what failed; they never contain the DSN or the password.
 func (b *Backend) Ping(ctx context.Context) error {
 	ctx, cancel, err := b.begin(ctx)
 	if err != nil {
@@ -733,6 +762,21 @@ func (b *Backend) Ping(ctx context.Context) error {
 		if _, err := b.tryAcquire(ctx, b.pingKey, b.pingKey, 10*time.Second); err != nil {
 			return fmt.Errorf("writing the probe row %q: %w", b.pingKey, err)
 		}
+	}
+	if err := b.release(ctx, b.pingKey, b.pingKey); err != nil {
+		return fmt.Errorf("deleting the probe row %q: %w", b.pingKey, err)
+	}
+	for range 2 { // the second acquire updates the place and the marker row
+		if _, err := b.tryAcquireShared(ctx, b.pingKey, b.pingKey, 10*time.Second, 1); err != nil {
+			return fmt.Errorf("writing the probe place %q: %w", b.pingKey, err)
+		}
+	}
+	if err := b.releasePlace(ctx, b.pingKey, b.pingKey); err != nil {
+		return fmt.Errorf("deleting the probe place %q: %w", b.pingKey, err)
+	}
+	// The marker row goes as any lock row does: taken, then released.
+	if _, err := b.tryAcquire(ctx, b.pingKey, b.pingKey, 10*time.Second); err != nil {
+		return fmt.Errorf("writing the probe row %q: %w", b.pingKey, err)
 	}
 	if err := b.release(ctx, b.pingKey, b.pingKey); err != nil {
 		return fmt.Errorf("deleting the probe row %q: %w", b.pingKey, err)

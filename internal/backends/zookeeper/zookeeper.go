@@ -24,7 +24,10 @@ limitations under the License.
 // guard is a CONTAINER node (ZooKeeper deletes it some time, by default a minute, after it is
 // left empty). The lock itself is the EPHEMERAL node LockNodeName under the guard. Its data is a
 // small JSON record, not the bare identity: the holder identity, when the hold began, when it
-// expires and its TTL. Lease.Version is the lock node's Czxid, in decimal.
+// expires and its TTL. Lease.Version is the lock node's Czxid, in decimal. A key held in shared
+// places (backends.Sharer) has no lock node but a container node PlacesNodeName under its guard,
+// whose ephemeral children are the places: places.go says how, and why places and the lock node
+// never coexist.
 //
 // Why a guard: ZooKeeper's conditional writes compare a node's data version only, and a node
 // deleted and created again starts at the same versions, so "delete the node I read, at version
@@ -37,8 +40,8 @@ limitations under the License.
 // parents, every guard and every lock node with the ACL "auth" (all permissions for the creating
 // user, i.e. CREATOR_ALL) plus world read, so that other ZooKeeper clients can read but neither
 // create, delete nor change our nodes (ZooKeeper checks create and delete against the parent's
-// ACL, which is Root's for guards and the guard's for lock nodes). Without
-// it nodes are open to everyone (OPEN_ACL_UNSAFE).
+// ACL, which is Root's for guards, the guard's for lock and places nodes, and the places node's
+// for places). Without it nodes are open to everyone (OPEN_ACL_UNSAFE).
 //
 // # Lifetime: session and TTL
 //
@@ -54,25 +57,29 @@ limitations under the License.
 // skewed, never shortens a hold. The record's AcquireTime and ExpireTime are the writer's clock,
 // for people reading the node; the times this package returns are the caller's clock.
 //
-// TryAcquire is one Multi that bumps the guard, creates the node and sets its data again (the
-// SetData answers with the Stat, and so the Czxid, which Create does not return), one round
-// trip; one more to create the guard the first time a key is used. If the node exists it reads
-// the guard and the node (two more): the same identity, unexpired, on this session is refreshed by
-// a versioned SetData (reentrancy); on another session (a restarted controller resuming) it is
-// moved to this session by one Multi of Delete (with the read version), Create and SetData,
-// keeping AcquireTime but getting a new Czxid; an expired record is replaced the same way, as a
-// new hold; anything else is a *backends.LockedError.
+// TryAcquire is one Multi that bumps the guard, creates and deletes the places node (which fails
+// if the key has one: places.go), creates the node and sets its data again (the SetData answers
+// with the Stat, and so the Czxid, which Create does not return), one round trip; one more to
+// create the guard the first time a key is used. If the node or the places node exists it reads
+// the guard (its version and children) and the node (two more), and the places if there are any:
+// a live place refuses the lock, and expired ones are deleted, with the places node, in the Multi
+// that creates it. Of an existing node, the same identity, unexpired, on this session is
+// refreshed by a versioned SetData (reentrancy); on another session (a restarted controller
+// resuming) it is moved to this session by one Multi of Delete (with the read version), Create
+// and SetData, keeping AcquireTime but getting a new Czxid; an expired record is replaced the
+// same way, as a new hold; anything else is a *backends.LockedError.
 //
 // Renew is one Multi per 100 leases, of a guard version Check and a versioned SetData (extending
-// the record) per lease, when the session wrote every one of those nodes last and its cached
-// versions are current: the steady state of a controller renewing its own locks costs one round
-// trip however many locks (the Multi also proves the session alive). When a node changed since
-// (another session, an expired session, a resumed hold) that whole chunk falls back to reading
-// and writing each of its leases, three requests per lease (guard, node, write), sent
-// concurrently over the one connection: honest cost O(n) requests but about three round trips of
-// latency. A lease is lost when its node is gone (the session that owned it
-// expired), holds another identity, records another AcquireTime (a new hold), or has expired.
-// Lost locks are never revived.
+// the record) per lock and a versioned SetData per place, when the session wrote every one of
+// those nodes last and its cached versions are current: the steady state of a controller
+// renewing its own locks and places costs one round trip however many there are (the Multi also
+// proves the session alive). When a node changed since (another session, an expired session, a
+// resumed hold) that whole chunk falls back to reading and writing each of its leases, three
+// requests per lease (guard or places node, node, write), sent concurrently over the one
+// connection: honest cost O(n) requests but about three round trips of latency. A lease is
+// lost when its node is gone (the session that owned it expired, or the place was released),
+// holds another identity, records another AcquireTime (a new hold), or has expired. Lost locks
+// and places are never revived.
 //
 // Close closes the session: ZooKeeper deletes its ephemeral nodes at once, so every lock of the
 // session is freed, unlike backends whose locks outlive a closed session by their TTL. A
@@ -80,7 +87,8 @@ limitations under the License.
 // restarted controller resumes them.
 //
 // Session expiry: the client library notices it when it reconnects and opens a new session; the
-// nodes of the old one are gone, so the next Renew reports every lock of the old session lost.
+// nodes of the old one are gone, so the next Renew reports every lock and place of the old
+// session lost.
 package zookeeper
 
 import (
@@ -91,6 +99,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,13 +126,19 @@ const (
 	PingNodePrefix = "ping;"
 	// LockNodeName is the name of the ephemeral lock node under a key's guard node.
 	LockNodeName = "lock"
+	// PlacesNodeName is the name of the container node under a key's guard node whose children
+	// are the key's shared places (places.go).
+	PlacesNodeName = "places"
 )
 
 const (
 	// renewChunk is how many SetData ops one renewal Multi carries.
 	renewChunk = 100
-	// attempts bounds how often one call retries after losing a race on a node's version.
-	attempts = 5
+	// attempts bounds how often one call retries after losing a race on a node's version. Every
+	// lost race means another writer won one, and a key's places let several writers win in
+	// turn (one per place, each invalidating what the others read), so the bound leaves room for
+	// the places of a busy key on top of the few races an exclusive acquire can lose.
+	attempts = 10
 )
 
 // Config says how to reach the ensemble.
@@ -182,6 +197,9 @@ type Backend struct {
 	state zk.State
 	// written caches what the session last wrote to each lock node, by path.
 	written map[string]written
+	// placesWritten caches what the session last wrote to each place node (places.go), by key
+	// and identity.
+	placesWritten map[placeID]placeWritten
 	// authMu serializes authenticating.
 	authMu sync.Mutex
 }
@@ -218,7 +236,8 @@ func New(cfg Config, opts ...Option) (*Backend, error) {
 	if cfg.Root == "" {
 		cfg.Root = DefaultRoot
 	}
-	b := &Backend{cfg: cfg, clock: clock.RealClock{}, callTimeout: DefaultCallTimeout, written: map[string]written{}}
+	b := &Backend{cfg: cfg, clock: clock.RealClock{}, callTimeout: DefaultCallTimeout,
+		written: map[string]written{}, placesWritten: map[placeID]placeWritten{}}
 	for _, opt := range opts {
 		opt(b)
 	}
@@ -327,6 +346,7 @@ func (b *Backend) watchSession(events <-chan zk.Event) {
 		b.state = ev.State
 		if ev.State == zk.StateExpired {
 			b.written = map[string]written{}
+			b.placesWritten = map[placeID]placeWritten{}
 		}
 		b.mu.Unlock()
 	}
@@ -407,23 +427,32 @@ type node struct {
 	// foreign is set when the data is not a record (a node written by another client); its
 	// holder is then the raw data.
 	foreign bool
+	// places is set when the guard lists a places node (places.go); read with the guard only.
+	places bool
 }
 
-// get reads key's guard node, when withGuard, and then its lock node: one or two requests.
+// get reads key's guard node, when withGuard (its version and children), and then its lock node
+// unless the guard lists none: one or two requests.
 func (b *Backend) get(ctx context.Context, c *zk.Conn, key, path string, withGuard bool) (node, error) {
 	guard := int32(-1)
+	places := false
 	if withGuard {
+		var children []string
 		var gstat *zk.Stat
 		err := b.call(ctx, c, "reading the guard of lock "+strconv.Quote(key), true, func() error {
 			var err error
-			_, gstat, err = c.Get(b.guardPath(key))
+			children, gstat, err = c.Children(b.guardPath(key))
 			return err
 		})
 		switch {
-		case err == nil:
-			guard = gstat.Version
-		case !errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zk.ErrNoNode):
+			return node{guard: -1}, nil
+		case err != nil:
 			return node{}, err
+		}
+		guard, places = gstat.Version, slices.Contains(children, PlacesNodeName)
+		if !slices.Contains(children, LockNodeName) {
+			return node{guard: guard, places: places}, nil
 		}
 	}
 	var data []byte
@@ -434,12 +463,12 @@ func (b *Backend) get(ctx context.Context, c *zk.Conn, key, path string, withGua
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return node{guard: guard}, nil
+		return node{guard: guard, places: places}, nil
 	}
 	if err != nil {
 		return node{}, err
 	}
-	n := node{stat: stat, exists: true, guard: guard}
+	n := node{stat: stat, exists: true, guard: guard, places: places}
 	if err := json.Unmarshal(data, &n.rec); err != nil || n.rec.Holder == "" {
 		n.rec, n.foreign = record{Holder: string(data)}, true
 	}
@@ -508,49 +537,39 @@ func (b *Backend) probe(ctx context.Context, c *zk.Conn) error {
 // it was read, even one that reached the same version): when prev is nil, it bumps the guard and
 // creates the node; when the session owns prev, it checks the guard and sets the node's data by
 // version; else it bumps the guard, deletes prev by version and creates the node anew. Create is
-// followed by a SetData, whose Stat tells the new node's Czxid. errRace says the node or its
-// guard changed under us; errNoParent that the guard (or Root) does not exist.
-func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec record, prev *zk.Stat, guard int32) (*zk.Stat, error) {
+// followed by a SetData, whose Stat tells the new node's Czxid. Whenever the lock node is
+// created, the ops in noPlaces (see noPlacesOps in places.go) go into the same Multi, so that it
+// fails if the key has places. errRace says the node, its guard or the key's places changed under
+// us; errNoParent that the guard (or Root) does not exist.
+func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec record, prev *zk.Stat, guard int32, noPlaces []any) (*zk.Stat, error) {
 	path, gpath := b.nodePath(key), b.guardPath(key)
 	data := encode(rec)
 	session := c.SessionID()
 	var ops []any
 	switch {
 	case prev != nil && prev.EphemeralOwner == session && session != 0:
+		// The session's own node lives on, so no place can have been taken beside it.
 		ops = append(ops, &zk.CheckVersionRequest{Path: gpath, Version: guard},
 			&zk.SetDataRequest{Path: path, Data: data, Version: prev.Version})
 	case prev != nil:
-		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: guard},
-			&zk.DeleteRequest{Path: path, Version: prev.Version},
+		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: guard})
+		ops = append(ops, noPlaces...)
+		ops = append(ops, &zk.DeleteRequest{Path: path, Version: prev.Version},
 			&zk.CreateRequest{Path: path, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral},
 			&zk.SetDataRequest{Path: path, Data: data, Version: 0})
 	default:
-		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: -1},
-			&zk.CreateRequest{Path: path, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral},
+		ops = append(ops, &zk.SetDataRequest{Path: gpath, Version: -1})
+		ops = append(ops, noPlaces...)
+		ops = append(ops, &zk.CreateRequest{Path: path, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral},
 			&zk.SetDataRequest{Path: path, Data: data, Version: 0})
 	}
-	var res []zk.MultiResponse
-	err := b.call(ctx, c, op, true, func() error {
-		var err error
-		res, err = c.Multi(ops...)
-		return err
-	})
+	res, err := b.multi(ctx, c, op, ops)
 	at := time.Now()
-	if len(res) == len(ops) {
-		for i, r := range res {
-			switch {
-			case r.Error == nil:
-			case i == 0 && errors.Is(r.Error, zk.ErrNoNode):
-				return nil, errNoParent
-			case errors.Is(r.Error, zk.ErrBadVersion), errors.Is(r.Error, zk.ErrNoNode), errors.Is(r.Error, zk.ErrNodeExists):
-				b.forget(path)
-				return nil, errRace
-			default:
-				if err == nil {
-					err = b.wrap(op, r.Error)
-				}
-			}
+	if errors.Is(err, errRace) {
+		if errors.Is(res[0].Error, zk.ErrNoNode) {
+			return nil, errNoParent
 		}
+		b.forget(path)
 	}
 	if err != nil {
 		return nil, err
@@ -565,6 +584,39 @@ func (b *Backend) put(ctx context.Context, c *zk.Conn, op, key string, rec recor
 	b.server.observe(stat.Mtime, at)
 	b.remember(path, rec, stat, session, guard)
 	return stat, nil
+}
+
+// multi sends ops in one Multi. When an op fails because the store is not as the caller read it
+// (a version moved on, a node is there or gone, a node has children), the error is errRace and
+// res holds every op's result, so that the caller can tell which op failed.
+func (b *Backend) multi(ctx context.Context, c *zk.Conn, op string, ops []any) (res []zk.MultiResponse, err error) {
+	err = b.call(ctx, c, op, true, func() error {
+		var err error
+		res, err = c.Multi(ops...)
+		return err
+	})
+	if len(res) == len(ops) {
+		for _, r := range res {
+			switch {
+			case r.Error == nil:
+			case conflict(r.Error):
+				return res, errRace
+			case err == nil:
+				err = b.wrap(op, r.Error)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// conflict tells whether an op failed on the state of the store rather than on the request.
+// Only the op that failed says why; the ops after it answer "runtime inconsistency".
+func conflict(err error) bool {
+	return errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) ||
+		errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNotEmpty)
 }
 
 // ensureGuard creates key's guard node, a container (ZooKeeper deletes it some time after its
@@ -633,14 +685,21 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 		now := b.clock.Now()
 		rec := record{Holder: identity, AcquireTime: now, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
 		prev, guard = nil, -1
+		noPlaces := b.noPlacesOps(key, false, nil)
 		if read {
 			n, err := b.get(ctx, c, key, path, true)
 			if err != nil {
 				return backends.Lease{}, err
 			}
 			prev, guard = n.stat, n.guard
+			var places []place
+			if n.places {
+				if places, n.places, err = b.readPlaces(ctx, c, key, ""); err != nil {
+					return backends.Lease{}, err
+				}
+			}
 			var serverNow time.Time
-			if n.exists && !n.foreign {
+			if (n.exists && !n.foreign) || len(places) > 0 {
 				if serverNow, err = b.serverTime(ctx, c); err != nil {
 					return backends.Lease{}, err
 				}
@@ -658,8 +717,13 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 				}
 				return backends.Lease{}, locked
 			}
+			live, expired := splitPlaces(places, serverNow)
+			if len(live) > 0 {
+				return backends.Lease{}, b.lockedBy(key, live[0].node, serverNow)
+			}
+			noPlaces = b.noPlacesOps(key, n.places, expired)
 		}
-		stat, err := b.put(ctx, c, op, key, rec, prev, guard)
+		stat, err := b.put(ctx, c, op, key, rec, prev, guard, noPlaces)
 		switch {
 		case err == nil:
 			return backends.Lease{Key: key, Identity: identity, TTL: ttl, AcquireTime: rec.AcquireTime, ExpireTime: rec.ExpireTime, Version: version(stat)}, nil
@@ -681,9 +745,11 @@ var _ backends.FreeWatcher = (*Backend)(nil)
 
 // WatchFree sets a children watch on key's guard node, which fires when the lock node is deleted
 // (released, or its session ended) or created, but not when its holder renews it (a data
-// change). notify is called once, when the watch fires or is dropped (session closed or expired),
-// or at once when the key has no lock node. A lock whose record expired while its node lives on
-// fires nothing: callers still retry at the recorded ExpireTime.
+// change). When the guard has a places node it also sets a children watch on that, which fires
+// when a place goes (released, or its session ended) or comes, but not when one is renewed.
+// notify is called once, when either watch fires or is dropped (session closed or expired), or
+// at once when the key has neither a lock node nor a place. A lock or place whose record expired
+// while its node lives on fires nothing: callers still retry at the recorded ExpireTime.
 func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) error {
 	if key == "" {
 		return errors.New("zookeeper backend: the key must not be empty")
@@ -706,14 +772,33 @@ func (b *Backend) WatchFree(ctx context.Context, key string, notify func()) erro
 	case err != nil:
 		return err
 	}
-	if len(children) == 0 {
-		// Free already. The watch stays set and fires once on the next create; nobody waits
-		// for it, and it holds nothing but one server-side watch entry until then.
+	held := slices.ContainsFunc(children, func(name string) bool { return name != PlacesNodeName })
+	// placeEvents stays nil, a channel that never delivers, when there is no places node.
+	var placeEvents <-chan zk.Event
+	if slices.Contains(children, PlacesNodeName) {
+		var places []string
+		err = b.call(ctx, c, "watching the places of lock "+strconv.Quote(key), true, func() error {
+			var err error
+			places, _, placeEvents, err = c.ChildrenW(b.placesPath(key))
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		held = held || len(places) > 0
+	}
+	if !held {
+		// Free already. The watches stay set and fire once on the next change; nobody waits
+		// for them, and each holds nothing but one server-side watch entry until then.
 		go notify()
 		return nil
 	}
 	go func() {
-		<-events // any event: the lock node went or came, or the watch was dropped
+		// Any event: a node went or came, or the watch was dropped.
+		select {
+		case <-events:
+		case <-placeEvents:
+		}
 		notify()
 	}()
 	return nil
@@ -728,17 +813,17 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		return nil, nil, err
 	}
 	var asks []backends.Lease
-	first := map[string]int{}
+	first := map[hold]int{}
 	var dups []backends.Lease
 	for _, l := range leases {
 		switch {
 		case l.Key == "" || l.Identity == "":
 			lost = append(lost, l)
-		case first[l.Key] > 0:
+		case first[holdID(l)] > 0:
 			dups = append(dups, l)
 		default:
 			asks = append(asks, l)
-			first[l.Key] = len(asks)
+			first[holdID(l)] = len(asks)
 		}
 	}
 	if len(asks) == 0 {
@@ -785,7 +870,7 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 		}
 	}
 	for _, l := range dups {
-		i := first[l.Key] - 1
+		i := first[holdID(l)] - 1
 		if held[i] && asks[i].Identity == l.Identity && asks[i].AcquireTime.Equal(l.AcquireTime) {
 			renewed = append(renewed, extend(l))
 		} else {
@@ -795,27 +880,43 @@ func (b *Backend) Renew(ctx context.Context, leases []backends.Lease, ttl time.D
 	return renewed, lost, nil
 }
 
-// renewCached extends chunk in one Multi of SetData ops at the versions the session wrote last.
-// ok is false, and nothing was written, when a lease is not in the cache as this session's,
-// current and matching, or when a node changed since.
+// renewCached extends chunk in one Multi of SetData ops at the versions the session wrote last,
+// each lock node's with a Check of its guard (a place node's path is never used twice, so its
+// version alone says it is the node written: places.go). ok is false, and nothing was written,
+// when a lease is not in the cache as this session's, current and matching, or when a node
+// changed since.
 func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.Lease, now, serverNow time.Time, ttl time.Duration) (ok bool, err error) {
 	session := c.SessionID()
-	ops := make([]any, 2*len(chunk))
+	var ops []any
+	// Lease i's ops are ops[from[i]:last[i]+1]; the last is its SetData.
+	from, last := make([]int, len(chunk)), make([]int, len(chunk))
 	recs := make([]record, len(chunk))
+	paths := make([]string, len(chunk))
 	guards := make([]int32, len(chunk))
 	b.mu.Lock()
 	for i, l := range chunk {
-		w, found := b.written[b.nodePath(l.Key)]
-		if !found || w.session != session || session == 0 || w.rec.Holder != l.Identity ||
-			(!l.AcquireTime.IsZero() && !w.rec.AcquireTime.Equal(l.AcquireTime)) ||
-			!recordExpiry(w.mtime, w.rec.TTLMillis).After(serverNow) {
+		var w written
+		var found bool
+		if l.Shared {
+			var pw placeWritten
+			pw, found = b.placesWritten[placeID{key: l.Key, identity: l.Identity}]
+			w, paths[i] = pw.written, pw.path
+		} else {
+			w, found = b.written[b.nodePath(l.Key)]
+			paths[i] = b.nodePath(l.Key)
+		}
+		if !found || !w.renews(l, session, serverNow) {
 			b.mu.Unlock()
 			return false, nil
 		}
 		recs[i] = record{Holder: l.Identity, AcquireTime: w.rec.AcquireTime, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
 		guards[i] = w.guard
-		ops[2*i] = &zk.CheckVersionRequest{Path: b.guardPath(l.Key), Version: w.guard}
-		ops[2*i+1] = &zk.SetDataRequest{Path: b.nodePath(l.Key), Data: encode(recs[i]), Version: w.version}
+		from[i] = len(ops)
+		if !l.Shared {
+			ops = append(ops, &zk.CheckVersionRequest{Path: b.guardPath(l.Key), Version: w.guard})
+		}
+		ops = append(ops, &zk.SetDataRequest{Path: paths[i], Data: encode(recs[i]), Version: w.version})
+		last[i] = len(ops) - 1
 	}
 	b.mu.Unlock()
 	var res []zk.MultiResponse
@@ -827,11 +928,14 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 	at := time.Now()
 	if len(res) == len(ops) {
 		failed := false
-		for i, r := range res {
-			if r.Error != nil {
+		for i, l := range chunk {
+			for _, r := range res[from[i] : last[i]+1] {
+				if r.Error == nil {
+					continue
+				}
 				failed = true
 				if errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNoNode) {
-					b.forget(b.nodePath(chunk[i/2].Key))
+					b.forgetHold(l)
 				}
 			}
 		}
@@ -842,13 +946,36 @@ func (b *Backend) renewCached(ctx context.Context, c *zk.Conn, chunk []backends.
 	if err != nil {
 		return false, err
 	}
-	for i := range chunk {
-		if st := res[2*i+1].Stat; st != nil {
-			b.server.observe(st.Mtime, at)
-			b.remember(b.nodePath(chunk[i].Key), recs[i], st, session, guards[i])
+	for i, l := range chunk {
+		st := res[last[i]].Stat
+		if st == nil {
+			continue
+		}
+		b.server.observe(st.Mtime, at)
+		if l.Shared {
+			b.rememberPlace(l.Key, paths[i], recs[i], st, session)
+		} else {
+			b.remember(paths[i], recs[i], st, session, guards[i])
 		}
 	}
 	return true, nil
+}
+
+// renews tells whether the session may renew l by the versions it wrote last: it wrote the node
+// on the session it has now, for l's identity and hold, and the record has not expired.
+func (w written) renews(l backends.Lease, session int64, serverNow time.Time) bool {
+	return session != 0 && w.session == session && w.rec.Holder == l.Identity &&
+		(l.AcquireTime.IsZero() || w.rec.AcquireTime.Equal(l.AcquireTime)) &&
+		recordExpiry(w.mtime, w.rec.TTLMillis).After(serverNow)
+}
+
+// forgetHold drops what the session wrote for l's hold, a lock node or a place.
+func (b *Backend) forgetHold(l backends.Lease) {
+	if l.Shared {
+		b.forgetPlace(l.Key, l.Identity)
+		return
+	}
+	b.forget(b.nodePath(l.Key))
 }
 
 // renewEach reads each lease's node and extends those the lease's identity still holds, moving
@@ -865,6 +992,9 @@ func (b *Backend) renewEach(ctx context.Context, c *zk.Conn, chunk []backends.Le
 
 // renewOne extends one lease if its identity still holds it.
 func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, now, serverNow time.Time, ttl time.Duration) (bool, error) {
+	if l.Shared {
+		return b.renewPlace(ctx, c, l, now, serverNow, ttl)
+	}
 	path := b.nodePath(l.Key)
 	for range attempts {
 		n, err := b.get(ctx, c, l.Key, path, true)
@@ -876,7 +1006,8 @@ func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, no
 			return false, nil
 		}
 		rec := record{Holder: l.Identity, AcquireTime: n.rec.AcquireTime, ExpireTime: now.Add(ttl), TTLMillis: ttl.Milliseconds()}
-		_, err = b.put(ctx, c, "renewing "+strconv.Quote(l.Key), l.Key, rec, n.stat, n.guard)
+		// The lock node lived all along, so no place was taken beside it: nothing to clear.
+		_, err = b.put(ctx, c, "renewing "+strconv.Quote(l.Key), l.Key, rec, n.stat, n.guard, nil)
 		if !errors.Is(err, errRace) && !errors.Is(err, errNoParent) {
 			return err == nil, err
 		}
@@ -887,7 +1018,7 @@ func (b *Backend) renewOne(ctx context.Context, c *zk.Conn, l backends.Lease, no
 // Release deletes the node, by the versions of it and its guard read, if lease.Identity holds it:
 // three requests. A
 // free or expired lock counts as released; a lock held by another identity is left alone and the
-// error wraps backends.ErrNotHeld.
+// error wraps backends.ErrNotHeld. A shared lease's place is deleted by releasePlace (places.go).
 func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	if lease.Key == "" || lease.Identity == "" {
 		return fmt.Errorf("zookeeper backend: cannot release a lease without key and identity (key %q, identity %q)", lease.Key, lease.Identity)
@@ -895,6 +1026,9 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 	c, err := b.session(ctx)
 	if err != nil {
 		return err
+	}
+	if lease.Shared {
+		return b.releasePlace(ctx, c, lease)
 	}
 	path := b.nodePath(lease.Key)
 	op := "releasing " + strconv.Quote(lease.Key)
@@ -941,9 +1075,10 @@ func (b *Backend) Release(ctx context.Context, lease backends.Lease) error {
 }
 
 // Inspect reports who holds key: one read, and a probe write when the session has not written
-// for a minute (to read the ensemble's clock). A free or expired lock gives an error wrapping
-// backends.ErrNotHeld. A node whose data is not lockwarden's record is reported held by its data,
-// with zero times.
+// for a minute (to read the ensemble's clock); when the lock node is gone or expired, the key's
+// places are read too (places.go) and one of them is reported. A free or expired lock gives an
+// error wrapping backends.ErrNotHeld. A node whose data is not lockwarden's record is reported
+// held by its data, with zero times.
 func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, error) {
 	if key == "" {
 		return backends.Lease{}, errors.New("zookeeper backend: key must not be empty")
@@ -956,28 +1091,35 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backends.Lease, erro
 	if err != nil {
 		return backends.Lease{}, err
 	}
-	if !n.exists {
-		return backends.Lease{}, fmt.Errorf("zookeeper backend: lock %q: %w", key, backends.ErrNotHeld)
+	if n.exists {
+		if n.foreign {
+			return n.lease(key, time.Time{}, time.Time{}), nil
+		}
+		serverNow, err := b.serverTime(ctx, c)
+		if err != nil {
+			return backends.Lease{}, err
+		}
+		if !n.expired(serverNow) {
+			return n.lease(key, serverNow, b.clock.Now()), nil
+		}
 	}
-	lease := backends.Lease{
+	return b.inspectPlaces(ctx, c, key)
+}
+
+// lease is the hold the lock node records, its expiry told on the caller's clock (localNow) from
+// serverNow, the ensemble's; a foreign node's hold has no times.
+func (n node) lease(key string, serverNow, localNow time.Time) backends.Lease {
+	l := backends.Lease{
 		Key:         key,
 		Identity:    n.rec.Holder,
 		TTL:         time.Duration(n.rec.TTLMillis) * time.Millisecond,
 		AcquireTime: n.rec.AcquireTime,
 		Version:     version(n.stat),
 	}
-	if n.foreign {
-		return lease, nil
+	if !n.foreign {
+		l.ExpireTime = localExpiry(n.expiry(), serverNow, localNow)
 	}
-	serverNow, err := b.serverTime(ctx, c)
-	if err != nil {
-		return backends.Lease{}, err
-	}
-	if n.expired(serverNow) {
-		return backends.Lease{}, fmt.Errorf("zookeeper backend: lock %q: %w", key, backends.ErrNotHeld)
-	}
-	lease.ExpireTime = localExpiry(n.expiry(), serverNow, b.clock.Now())
-	return lease, nil
+	return l
 }
 
 // Ping connects (and authenticates), makes sure Root exists, and creates, writes and deletes an

@@ -76,7 +76,7 @@ func rawConn(t *testing.T, addr string) *zk.Conn {
 
 func conformance(t *testing.T, cfg func(addr string) zookeeper.Config) {
 	srv := zktest.Start(t)
-	backendtest.Run(t, backendtest.Harness{
+	h := backendtest.Harness{
 		New: func(t *testing.T) backends.Backend {
 			b, err := zookeeper.New(cfg(srv.Addr()))
 			if err != nil {
@@ -86,7 +86,9 @@ func conformance(t *testing.T, cfg func(addr string) zookeeper.Config) {
 		},
 		TTL:        2 * time.Second,
 		RoundTrips: func(b backends.Backend) int64 { return b.(*zookeeper.Backend).RoundTrips() },
-	})
+	}
+	backendtest.Run(t, h)
+	t.Run("Shared", func(t *testing.T) { backendtest.RunShared(t, h) })
 }
 
 func TestConformance(t *testing.T) {
@@ -132,7 +134,7 @@ func TestACLProtectsNodes(t *testing.T) {
 	g.Expect(got.Version).To(Equal(l.Version))
 }
 
-// Renewing 250 of the session's own locks is three requests, one Multi per 100.
+// Renewing 250 of the session's own locks and places is three requests, one Multi per 100.
 func TestRenewCost(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -140,7 +142,15 @@ func TestRenewCost(t *testing.T) {
 	b := newBackend(t, zookeeper.Config{Servers: []string{srv.Addr()}})
 	leases := make([]backends.Lease, 250)
 	for i := range leases {
-		l, err := b.TryAcquire(ctx, fmt.Sprintf("renew-cost/k%03d", i), fmt.Sprintf("id%03d", i), holdTTL)
+		var l backends.Lease
+		var err error
+		if i%2 == 0 {
+			l, err = b.TryAcquire(ctx, fmt.Sprintf("renew-cost/k%03d", i), fmt.Sprintf("id%03d", i), holdTTL)
+		} else {
+			// Three places on each shared key: other holders' acquires do not make a place's
+			// cached version stale.
+			l, err = b.TryAcquireShared(ctx, fmt.Sprintf("renew-cost/s%03d", i/6), fmt.Sprintf("id%03d", i), holdTTL, 3)
+		}
 		g.Expect(err).NotTo(HaveOccurred())
 		leases[i] = l
 	}
@@ -196,6 +206,9 @@ func TestSessionExpiryLosesLocks(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		leases = append(leases, l)
 	}
+	place, err := b.TryAcquireShared(ctx, "expiry/shared", "pod-a", holdTTL, 1)
+	g.Expect(err).NotTo(HaveOccurred())
+	leases = append(leases, place)
 
 	p.cut()
 	other := newBackend(t, zookeeper.Config{Servers: []string{srv.Addr()}})
@@ -208,13 +221,17 @@ func TestSessionExpiryLosesLocks(t *testing.T) {
 	g.Eventually(func() ([]backends.Lease, error) {
 		_, lost, err := b.Renew(ctx, leases, holdTTL)
 		return lost, err
-	}, 30*time.Second, 200*time.Millisecond).Should(HaveLen(3), "every lock of the expired session is lost")
+	}, 30*time.Second, 200*time.Millisecond).Should(HaveLen(4), "every lock and place of the expired session is lost")
 	renewed, lost, err := b.Renew(ctx, leases, holdTTL)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(renewed).To(BeEmpty())
-	g.Expect(lost).To(HaveLen(3))
+	g.Expect(lost).To(HaveLen(4))
 	_, err = other.Inspect(ctx, "expiry/k1")
 	g.Expect(err).To(MatchError(backends.ErrNotHeld), "lost locks are not revived")
+	_, err = other.Inspect(ctx, "expiry/shared")
+	g.Expect(err).To(MatchError(backends.ErrNotHeld), "lost places are not revived")
+	_, err = other.TryAcquireShared(ctx, "expiry/shared", "pod-b", holdTTL, 1)
+	g.Expect(err).NotTo(HaveOccurred(), "the lost place is free")
 
 	// The backend carries on with a new session.
 	_, err = other.TryAcquire(ctx, "expiry/k0", "pod-b", holdTTL)

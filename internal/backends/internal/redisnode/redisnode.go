@@ -31,12 +31,16 @@ limitations under the License.
 // the lock key decides who holds the lock: a record is trusted only while it names the key's
 // holder.
 //
+// A lock held in shared places turns the same key into a sorted set of places (places.go), so
+// that the key exists, and refuses SET NX, exactly while a place or an exclusive hold is live.
+//
 // # Scripts
 //
-// Acquiring, renewing and releasing are Lua scripts (the .lua files beside this one), so each is
-// atomic on the server and checks the owner before writing: a release or renewal never touches a
-// key that another identity holds. Renewal of any number of holds is one pipeline: the renewal
-// script runs over chunks of holds, all sent in one round trip.
+// Acquiring, renewing, releasing and inspecting are Lua scripts (the .lua files beside this one),
+// so each is atomic on the server and checks the owner before writing: a release or renewal never
+// touches a key that another identity holds. Renewal of any number of holds, exclusive and shared
+// alike, is one pipeline: the renewal scripts run over chunks of holds, all sent in one round
+// trip.
 package redisnode
 
 import (
@@ -73,6 +77,9 @@ var (
 	renewSource string
 	//go:embed release.lua
 	releaseSource string
+	//go:embed inspect.lua
+	inspectBody   string
+	inspectSource = placesLib + inspectBody
 )
 
 // RecordKey returns the key of key's hold record.
@@ -143,6 +150,10 @@ type Node struct {
 	client   *goredis.Client
 	acquire  *goredis.Script
 	release  *goredis.Script
+	inspect  *goredis.Script
+	// The scripts of shared places (places.go).
+	acquireShared *goredis.Script
+	releaseShared *goredis.Script
 	// requests counts the requests the methods send.
 	requests *atomic.Int64
 }
@@ -185,7 +196,11 @@ func New(cfg Config, requests *atomic.Int64) *Node {
 		client:   client,
 		acquire:  goredis.NewScript(acquireSource),
 		release:  goredis.NewScript(releaseSource),
+		inspect:  goredis.NewScript(inspectSource),
 		requests: requests,
+
+		acquireShared: goredis.NewScript(acquireSharedSource),
+		releaseShared: goredis.NewScript(releaseSharedSource),
 	}
 }
 
@@ -217,6 +232,10 @@ type AcquireResult struct {
 	Holder string
 	// PTTL is the key's remaining TTL when Locked; negative when the key has no TTL.
 	PTTL time.Duration
+	// Places lists the live places (Identity and PTTL only), the first to expire first, when a
+	// shared acquire was Locked because every place is taken; Holder and PTTL are then the
+	// first's. Nil when the key is held exclusively.
+	Places []Place
 }
 
 // Acquire takes key for rec.Identity with ttl, or refreshes the identity's hold. rec is the
@@ -240,6 +259,8 @@ type Claim struct {
 	Key string
 	// Record is the hold's record; its Identity is the holder.
 	Record Record
+	// Shared: the hold is a place of key (places.go), not its exclusive hold.
+	Shared bool
 }
 
 func parseAcquire(reply []any) (AcquireResult, error) {
@@ -271,52 +292,93 @@ func parseAcquire(reply []any) (AcquireResult, error) {
 	return AcquireResult{}, fmt.Errorf("unexpected reply %v from the acquire script", reply)
 }
 
-// Renew resets the TTL of every claim whose identity still holds its key, in one pipeline, and
-// reports per claim whether it did. A key that is free or held by another value is left alone.
-func (n *Node) Renew(ctx context.Context, claims []Claim, ttl time.Duration) ([]bool, error) {
+// Renewal is one server's answer about one claim of Renew.
+type Renewal struct {
+	// Held: the claim's identity held it (its place, for a shared claim), and its TTL was reset.
+	Held bool
+	// Places is the number of places a held shared claim was last taken under; zero for an
+	// exclusive claim, and for a place whose record is missing.
+	Places int
+}
+
+// Renew resets the TTL of every claim whose identity still holds its key (or, for a shared claim,
+// a live place of it), in one pipeline, and reports per claim whether it did. A key that is free
+// or held by another value, and a place that is free or expired, is left alone.
+func (n *Node) Renew(ctx context.Context, claims []Claim, ttl time.Duration) ([]Renewal, error) {
 	start := time.Now()
-	pipe := n.client.Pipeline()
-	var cmds []*goredis.Cmd
-	for lo := 0; lo < len(claims); lo += renewChunk {
-		chunk := claims[lo:min(lo+renewChunk, len(claims))]
-		keys := make([]string, 0, 2*len(chunk))
-		args := make([]any, 0, 1+len(chunk))
-		args = append(args, millis(ttl))
-		for _, c := range chunk {
-			keys = append(keys, c.Key, RecordKey(c.Key))
-			args = append(args, c.Record.Identity)
+	var exclusive, shared []int // indexes into claims
+	for i, c := range claims {
+		if c.Shared {
+			shared = append(shared, i)
+		} else {
+			exclusive = append(exclusive, i)
 		}
-		// EVAL, not EVALSHA: the pipeline stays one round trip even after a restart emptied the
-		// server's script cache. The server caches the compiled script all the same.
-		cmds = append(cmds, pipe.Eval(ctx, renewSource, keys, args...))
 	}
-	if len(cmds) == 0 {
+	pipe := n.client.Pipeline()
+	type run struct {
+		cmd *goredis.Cmd
+		// of are the indexes of the claims the run answers for, in order.
+		of []int
+	}
+	var runs []run
+	for _, kind := range []struct {
+		of     []int
+		source string
+	}{{exclusive, renewSource}, {shared, renewSharedSource}} {
+		for lo := 0; lo < len(kind.of); lo += renewChunk {
+			of := kind.of[lo:min(lo+renewChunk, len(kind.of))]
+			keys := make([]string, 0, 2*len(of))
+			args := make([]any, 0, 1+len(of))
+			args = append(args, millis(ttl))
+			for _, i := range of {
+				c := claims[i]
+				second := RecordKey(c.Key)
+				if c.Shared {
+					second = PlacesKey(c.Key)
+				}
+				keys = append(keys, c.Key, second)
+				args = append(args, c.Record.Identity)
+			}
+			// EVAL, not EVALSHA: the pipeline stays one round trip even after a restart emptied
+			// the server's script cache. The server caches the compiled script all the same.
+			runs = append(runs, run{cmd: pipe.Eval(ctx, kind.source, keys, args...), of: of})
+		}
+	}
+	if len(runs) == 0 {
 		return nil, nil
 	}
 	n.requests.Add(1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, n.fail(ctx, start, "renew", err)
 	}
-	held := make([]bool, 0, len(claims))
-	for _, cmd := range cmds {
-		flags, err := cmd.Int64Slice()
+	renewals := make([]Renewal, len(claims))
+	for _, r := range runs {
+		answers, err := r.cmd.Int64Slice()
 		if err != nil {
 			return nil, n.fail(ctx, start, "renew", err)
 		}
-		for _, f := range flags {
-			held = append(held, f == 1)
+		if len(answers) != len(r.of) {
+			return nil, n.fail(ctx, start, "renew", fmt.Errorf("the renewal script answered for %d of %d holds", len(answers), len(r.of)))
+		}
+		for j, a := range answers {
+			c := &renewals[r.of[j]]
+			switch {
+			case !claims[r.of[j]].Shared:
+				c.Held = a == 1
+			case a != 0:
+				c.Held, c.Places = true, int(max(a, 0))
+			}
 		}
 	}
-	if len(held) != len(claims) {
-		return nil, n.fail(ctx, start, "renew", fmt.Errorf("the renewal script answered for %d of %d holds", len(held), len(claims)))
-	}
-	return held, nil
+	return renewals, nil
 }
 
-// Settle, in one pipeline, takes every claim in take whose key is free (as Acquire, keeping the
-// claim's record) and releases every claim in drop whose identity holds its key (as Release). The
-// redlock backend uses it to restore a lock on nodes that lost it while a quorum still held it,
-// and to remove what is left of a lock that lost its quorum. Keys held by another value are left
+// Settle, in one pipeline, takes every exclusive claim in take whose key is free (as Acquire,
+// keeping the claim's record) and releases every claim in drop whose identity holds its key or
+// its place (as Release and ReleaseShared). The redlock backend uses it to restore a lock on
+// nodes that lost it while a quorum still held it, and to remove what is left of a lock or a
+// place that lost its quorum. Shared claims in take are skipped: a place restored without its
+// limit could make a server hold more places than the limit. Keys held by another value are left
 // alone; outcomes per claim are not reported, err only when the pipeline failed.
 func (n *Node) Settle(ctx context.Context, take, drop []Claim, ttl time.Duration) error {
 	if len(take) == 0 && len(drop) == 0 {
@@ -324,11 +386,24 @@ func (n *Node) Settle(ctx context.Context, take, drop []Claim, ttl time.Duration
 	}
 	start := time.Now()
 	pipe := n.client.Pipeline()
+	sent := 0
 	for _, c := range take {
+		if c.Shared {
+			continue
+		}
 		pipe.Eval(ctx, acquireSource, []string{c.Key, RecordKey(c.Key)}, c.Record.Identity, millis(ttl), c.Record.String())
+		sent++
 	}
 	for _, c := range drop {
-		pipe.Eval(ctx, releaseSource, []string{c.Key, RecordKey(c.Key)}, c.Record.Identity)
+		if c.Shared {
+			pipe.Eval(ctx, releaseSharedSource, []string{c.Key, PlacesKey(c.Key)}, c.Record.Identity)
+		} else {
+			pipe.Eval(ctx, releaseSource, []string{c.Key, RecordKey(c.Key)}, c.Record.Identity)
+		}
+		sent++
+	}
+	if sent == 0 {
+		return nil
 	}
 	n.requests.Add(1)
 	if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
@@ -389,7 +464,8 @@ func parseRelease(reply []any) (ReleaseResult, error) {
 
 // Holding is what one server says about a key.
 type Holding struct {
-	// Holder is the key's value; empty when the key is free.
+	// Holder is the key's value when it is held exclusively; empty when the key is free or held
+	// in places.
 	Holder string
 	// PTTL is the key's remaining TTL; negative when it has none.
 	PTTL time.Duration
@@ -397,41 +473,56 @@ type Holding struct {
 	Record Record
 	// HasRecord says whether Record is set.
 	HasRecord bool
+	// Places lists the live places, the first to expire first, when the key is held in shared
+	// places.
+	Places []Place
 }
 
-// Inspect reads key, its remaining TTL and its hold record in one transaction (GET, PTTL, GET),
-// so that the three describe the same moment.
+// Inspect reads who holds key, exclusively (its value, remaining TTL and hold record) or in
+// places (each live place with its record), in one script run, so that all of it describes the
+// same moment.
 func (n *Node) Inspect(ctx context.Context, key string) (Holding, error) {
 	start := time.Now()
-	var get, record *goredis.StringCmd
-	var pttl *goredis.DurationCmd
-	n.requests.Add(1)
-	_, err := n.client.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
-		get = pipe.Get(ctx, key)
-		pttl = pipe.PTTL(ctx, key)
-		record = pipe.Get(ctx, RecordKey(key))
-		return nil
-	})
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return Holding{}, n.fail(ctx, start, "inspect "+strconv.Quote(key), err)
-	}
-	holder, err := get.Result()
-	if errors.Is(err, goredis.Nil) {
-		return Holding{}, nil
-	}
-	if err != nil {
-		return Holding{}, n.fail(ctx, start, "inspect "+strconv.Quote(key), err)
-	}
-	h := Holding{Holder: holder, PTTL: -1}
-	if d := pttl.Val(); d >= 0 {
-		h.PTTL = d
-	}
-	if s, err := record.Result(); err == nil {
-		if rec, ok := ParseRecord(s); ok && rec.Identity == holder {
-			h.Record, h.HasRecord = rec, true
+	reply, err := n.run(ctx, n.inspect, []string{key, RecordKey(key), PlacesKey(key)}).Slice()
+	if err == nil {
+		var h Holding
+		if h, err = parseInspect(reply); err == nil {
+			return h, nil
 		}
 	}
-	return h, nil
+	return Holding{}, n.fail(ctx, start, "inspect "+strconv.Quote(key), err)
+}
+
+func parseInspect(reply []any) (Holding, error) {
+	if len(reply) == 0 {
+		return Holding{}, fmt.Errorf("unexpected reply %v from the inspect script", reply)
+	}
+	switch code, _ := reply[0].(int64); code {
+	case 0:
+		return Holding{}, nil
+	case 1:
+		if len(reply) != 4 {
+			break
+		}
+		holder, _ := reply[1].(string)
+		h := Holding{Holder: holder, PTTL: -1}
+		if ms, ok := reply[2].(int64); ok && ms >= 0 {
+			h.PTTL = time.Duration(ms) * time.Millisecond
+		}
+		if s, _ := reply[3].(string); s != "" {
+			if rec, ok := ParseRecord(s); ok && rec.Identity == holder {
+				h.Record, h.HasRecord = rec, true
+			}
+		}
+		return h, nil
+	case 2:
+		places, err := parsePlaces(reply[1:], 3)
+		if err != nil {
+			return Holding{}, err
+		}
+		return Holding{PTTL: -1, Places: places}, nil
+	}
+	return Holding{}, fmt.Errorf("unexpected reply %v from the inspect script", reply)
 }
 
 // Ping checks that the server answers (PING), which also proves the connection's handshake and

@@ -90,7 +90,7 @@ func TestScriptsEdgeCases(t *testing.T) {
 	held, err := n.Renew(cctx, []Claim{{Key: "hash", Record: Record{Identity: "a"}}, {Key: "plain", Record: Record{Identity: "a"}}, {Key: "free", Record: Record{Identity: "a"}}}, 2*time.Minute)
 	cancel()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(held).To(Equal([]bool{false, true, false}))
+	g.Expect(held).To(Equal([]Renewal{{}, {Held: true}, {}}))
 	g.Expect(c.Exists(ctx, "free").Val()).To(BeZero(), "renewal revives nothing")
 
 	// A record that names another identity (the key was rewritten by a client that writes no

@@ -6,8 +6,12 @@
 -- KEYS[2]  the hold record key.
 -- ARGV[1]  the identity.
 --
--- Returns {1} when the identity held the key and it was deleted, {0} when the key was free, or
+-- Returns {1} when the identity held the key and it was deleted, {0} when the key was free or
+-- holds shared places (there is no exclusive hold to free; the places are left alone), or
 -- {-1, holder} when another value holds it (nothing is deleted then).
+if redis.call('TYPE', KEYS[1])['ok'] == 'zset' then
+  return {0}
+end
 local holder = redis.call('GET', KEYS[1])
 if not holder then
   return {0}
