@@ -36,6 +36,12 @@ type BackendView struct {
 	Held   bool
 	Holder string
 	Places []string
+	// Reserved lists, sorted, the identities whose place the key no longer holds for them but
+	// cannot give to anyone else either: on Redlock, a place left on fewer nodes than its quorum
+	// (a release that reached some nodes only) but on too many for places+1 holders to fit
+	// (redlockView). Such an identity is not counted among the holders, and a claim Held for it
+	// is not a phantom: the store still keeps its place from others.
+	Reserved []string
 }
 
 // placesView is the view of a key that exclusive holds alone ("" when nobody does) and whose
@@ -130,7 +136,8 @@ type HeldSample struct {
 
 // matches says the backend holds the key for the claim's identity.
 func (s HeldSample) matches() bool {
-	return s.Backend.Held && (s.Backend.Holder == s.Identity || slices.Contains(s.Backend.Places, s.Identity))
+	return s.Backend.Held && (s.Backend.Holder == s.Identity || slices.Contains(s.Backend.Places, s.Identity)) ||
+		slices.Contains(s.Backend.Reserved, s.Identity)
 }
 
 // CheckBackendSamples checks S4 ("no phantom holder"): a claim reported Held must be held on the

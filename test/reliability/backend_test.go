@@ -38,6 +38,10 @@ var (
 	heldByB = BackendView{Known: true, Held: true, Holder: "pod-b"}
 	free    = BackendView{Known: true}
 	unknown = BackendView{}
+	// reservedForA is a Redlock key whose release of pod-a's place reached some nodes only:
+	// pod-a no longer holds it there, but nobody else can have it.
+	reservedForA = BackendView{Known: true, Held: true, Holder: "pod-b", Places: []string{"pod-b"}, Reserved: []string{"pod-a"}}
+	reservedForB = BackendView{Known: true, Reserved: []string{"pod-b"}}
 )
 
 func TestCheckBackendSamples(t *testing.T) {
@@ -52,6 +56,8 @@ func TestCheckBackendSamples(t *testing.T) {
 		"gap broken by a match":             {[]HeldSample{sample(0, free), sample(1500, heldByA), sample(2500, free)}, false},
 		"free for longer than grace":        {[]HeldSample{sample(0, heldByA), sample(500, free), sample(1500, free), sample(2600, free)}, true},
 		"held by another longer than grace": {[]HeldSample{sample(0, heldByB), sample(1000, unknown), sample(2000, heldByB)}, true},
+		"place reserved, release retried":   {[]HeldSample{sample(0, heldByA), sample(500, reservedForA), sample(1500, reservedForA), sample(2600, reservedForA)}, false},
+		"another's place reserved":          {[]HeldSample{sample(0, reservedForB), sample(1500, reservedForB), sample(2600, reservedForB)}, true},
 	} {
 		v := CheckBackendSamples(c.samples, testMargin, testGrace)
 		if got := len(v) > 0; got != c.bad {

@@ -161,7 +161,7 @@ func redlockView(n int, holdings []*nodeHolding) BackendView {
 		exclusive = ""
 		undecided = most+failed >= majority
 	}
-	var places []string
+	var places, reserved []string
 	for _, id := range slices.Sorted(maps.Keys(limits)) {
 		held := limits[id]
 		quorum := placeQuorum(n, held)
@@ -170,12 +170,33 @@ func redlockView(n int, holdings []*nodeHolding) BackendView {
 			places = append(places, id)
 		case len(held)+failed >= quorum:
 			undecided = true
+		case placeReserved(n, held):
+			reserved = append(reserved, id)
 		}
 	}
 	if undecided && exclusive == "" {
 		return BackendView{}
 	}
-	return placesView(exclusive, places)
+	v := placesView(exclusive, places)
+	v.Reserved = reserved
+	return v
+}
+
+// placeReserved says whether a place live on len(limits) nodes, fewer than its quorum, still
+// cannot be taken by another claimant: with k places and quorum q over n nodes, k other holders
+// need k·q node places, and the n·k places of the nodes less the ones this place fills leave
+// too few when it fills more than k·(n−q). A release that reached only some nodes leaves such
+// a place behind until it is retried; the claim stays Held meanwhile, rightly. A node with no
+// record of the number of places (0) makes the place unjudgeable: not reserved.
+func placeReserved(n int, limits []int) bool {
+	k := 0
+	for _, l := range limits {
+		if l <= 0 {
+			return false
+		}
+		k = max(k, l)
+	}
+	return k > 0 && len(limits) > k*(n-sharedQuorum(n, k))
 }
 
 // placeQuorum is the quorum of a place whose nodes record the given numbers of places: that of

@@ -35,7 +35,14 @@ func sharedView(places ...string) BackendView {
 }
 
 func viewsEqual(a, b BackendView) bool {
-	return a.Known == b.Known && a.Held == b.Held && a.Holder == b.Holder && slices.Equal(a.Places, b.Places)
+	return a.Known == b.Known && a.Held == b.Held && a.Holder == b.Holder && slices.Equal(a.Places, b.Places) &&
+		slices.Equal(a.Reserved, b.Reserved)
+}
+
+// reserving is v with the given identities' places reserved.
+func reserving(v BackendView, ids ...string) BackendView {
+	v.Reserved = ids
+	return v
 }
 
 func TestPlacesView(t *testing.T) {
@@ -219,16 +226,23 @@ func TestRedlockView(t *testing.T) {
 		"exclusive on a majority, one down": {[]*nodeHolding{ex("a"), ex("a"), nil}, exclusiveView("a")},
 		"two down":                          {[]*nodeHolding{free, nil, nil}, BackendView{}},
 		// Three places on three nodes need every node.
-		"places on every node":           {[]*nodeHolding{pl(3, "a", "b"), pl(3, "a", "b"), pl(3, "b", "a")}, sharedView("a", "b")},
-		"a place on two of three":        {[]*nodeHolding{pl(3, "a", "b"), pl(3, "a", "b"), pl(3, "b")}, sharedView("b")},
+		"places on every node": {[]*nodeHolding{pl(3, "a", "b"), pl(3, "a", "b"), pl(3, "b", "a")}, sharedView("a", "b")},
+		// Released from one node only: no longer held, but no one else can have it.
+		"a place on two of three":        {[]*nodeHolding{pl(3, "a", "b"), pl(3, "a", "b"), pl(3, "b")}, reserving(sharedView("b"), "a")},
+		"a place on one of three":        {[]*nodeHolding{pl(3, "a"), free, free}, reserving(BackendView{Known: true}, "a")},
 		"a place on two, the third down": {[]*nodeHolding{pl(3, "a"), pl(3, "a"), nil}, BackendView{}},
 		// One place is a mutex: a majority holds it.
 		"a place of one on a majority": {[]*nodeHolding{pl(1, "a"), pl(1, "a"), free}, sharedView("a")},
-		"the highest limit decides":    {[]*nodeHolding{pl(1, "a"), pl(3, "a"), free}, BackendView{Known: true}},
+		"a place of one on one node":   {[]*nodeHolding{pl(1, "a"), free, free}, BackendView{Known: true}},
+		"the highest limit decides":    {[]*nodeHolding{pl(1, "a"), pl(3, "a"), free}, reserving(BackendView{Known: true}, "a")},
+		// Two places on five nodes: the quorum is four; on three nodes a place is reserved (the
+		// other two holders would need eight of the seven node places left), on two it is free.
+		"two places, on three of five": {[]*nodeHolding{pl(2, "a"), pl(2, "a"), pl(2, "a"), free, free}, reserving(BackendView{Known: true}, "a")},
+		"two places, on two of five":   {[]*nodeHolding{pl(2, "a"), pl(2, "a"), free, free, free}, BackendView{Known: true}},
 		"a node without the record":    {[]*nodeHolding{pl(1, "a"), pl(0, "a"), free}, BackendView{Known: true}},
 		// A majority exclusive and places on every node cannot both be: shown as they are.
 		"exclusive on a majority beside places": {[]*nodeHolding{ex("x"), ex("x"), pl(3, "a")},
-			BackendView{Known: true, Held: true, Holder: "x"}},
+			BackendView{Known: true, Held: true, Holder: "x", Reserved: []string{"a"}}},
 	} {
 		if got := redlockView(len(c.nodes), c.nodes); !viewsEqual(got, c.want) {
 			t.Errorf("%s: %+v, want %+v", name, got, c.want)
