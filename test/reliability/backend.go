@@ -81,7 +81,14 @@ func (v BackendView) withIdentities(f func(string) string) BackendView {
 	for i, p := range v.Places {
 		places[i] = f(p)
 	}
-	return placesView(exclusive, places)
+	out := placesView(exclusive, places)
+	for _, r := range v.Reserved {
+		out.Reserved = append(out.Reserved, f(r))
+	}
+	if out.Reserved != nil {
+		slices.Sort(out.Reserved)
+	}
+	return out
 }
 
 // excluders lists the identities that, by v, hold the key against a hold of identity that is

@@ -100,6 +100,7 @@ func TestViewRoles(t *testing.T) {
 		"places":    {sharedView("a", "b"), sharedView("b", "z"), rename},
 		"beside":    {beside, BackendView{Known: true, Held: true, Holder: "x", Places: []string{"b", "z"}}, rename},
 		"unknown":   {BackendView{}, BackendView{}, upper},
+		"reserved":  {reserving(sharedView("b"), "x", "a"), reserving(sharedView("b"), "x", "z"), rename},
 	} {
 		if got := c.v.withIdentities(c.f); !viewsEqual(got, c.want) {
 			t.Errorf("withIdentities %s: %+v, want %+v", name, got, c.want)
