@@ -55,25 +55,7 @@ func (b *Backend) TryAcquireShared(ctx context.Context, key, identity string, tt
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
 	defer cancel()
 	res, err := b.node.AcquireShared(ctx, key, ttl, places, redisnode.NewRecord(start, identity))
-	if err != nil {
-		return backends.Lease{}, err
-	}
-	if res.Outcome == redisnode.Locked {
-		locked := &backends.LockedError{Key: key, Holder: res.Holder}
-		if res.PTTL >= 0 {
-			locked.ExpireTime = b.clock.Now().Add(res.PTTL)
-		}
-		return backends.Lease{}, locked
-	}
-	return backends.Lease{
-		Key:         key,
-		Identity:    identity,
-		TTL:         ttl,
-		AcquireTime: res.Record.AcquireTime,
-		ExpireTime:  start.Add(ttl),
-		Version:     res.Record.HoldID,
-		Shared:      true,
-	}, nil
+	return b.leaseOf(res, err, key, identity, ttl, start, true)
 }
 
 // Holders lists key's exclusive hold, or its live places by identity, in one script run. Expiry

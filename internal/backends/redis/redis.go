@@ -163,6 +163,12 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout)
 	defer cancel()
 	res, err := b.node.Acquire(ctx, key, ttl, redisnode.NewRecord(start, identity))
+	return b.leaseOf(res, err, key, identity, ttl, start, false)
+}
+
+// leaseOf turns an acquire script's answer into the lease it granted, or into a
+// *backends.LockedError naming the holder (with its expiry when the server gave one).
+func (b *Backend) leaseOf(res redisnode.AcquireResult, err error, key, identity string, ttl time.Duration, start time.Time, shared bool) (backends.Lease, error) {
 	if err != nil {
 		return backends.Lease{}, err
 	}
@@ -180,6 +186,7 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 		AcquireTime: res.Record.AcquireTime,
 		ExpireTime:  start.Add(ttl),
 		Version:     res.Record.HoldID,
+		Shared:      shared,
 	}, nil
 }
 
