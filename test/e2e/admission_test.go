@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -78,7 +77,20 @@ spec:
 		tmpl := kubectl("get", "-n", ns, "deployment/writer", "-o", "jsonpath={.spec.template.spec.schedulingGates}")
 		Expect(tmpl).To(BeEmpty(), "no gate written by hand")
 
-		watch := watchScheduled(ns, selector)
+		// Two pods of the Deployment on nodes at once, terminating ones included (their
+		// containers may still run), is what the lock is there to prevent.
+		watch := watchPods(ns, func(pods []corev1.Pod) string {
+			var bound []string
+			for _, p := range pods {
+				if p.Labels["app"] == "writer" && p.Spec.NodeName != "" {
+					bound = append(bound, p.Name+" on "+p.Spec.NodeName)
+				}
+			}
+			if len(bound) > 1 {
+				return "two pods were bound to nodes at once: " + strings.Join(bound, ", ")
+			}
+			return ""
+		})
 		DeferCleanup(watch.halt)
 
 		var last int64
@@ -100,6 +112,7 @@ spec:
 					}
 				}
 			}).WithTimeout(30 * time.Second).Should(Succeed())
+			Eventually(watch.sawOnNode).WithArguments(holder.Name).Should(BeTrue(), "the watch looked while pod %s held the lock", holder.Name)
 			Eventually(eventNotes).WithArguments(ns, holder.Name, "LockAcquired").
 				Should(ContainElement(ContainSubstring("scheduling gate lifted")), "pod %s was gated", holder.Name)
 
@@ -111,7 +124,7 @@ spec:
 			}).WithTimeout(60 * time.Second).Should(Succeed())
 			previous = append(previous, holder.Name)
 		}
-		Expect(watch.stop()).To(BeNumerically(">", 10), "the watch looked often enough")
+		watch.stop()
 	})
 
 	It("leaves pods alone in namespaces that admissionPolicy.namespaceSelector leaves out", func() {
@@ -194,65 +207,4 @@ func eventNotes(ns, pod, reason string) ([]string, error) {
 		}
 	}
 	return notes, nil
-}
-
-// scheduledWatch lists a namespace's pods over and over, in the background, and remembers the
-// first time it saw two of them bound to nodes at once (terminating ones included: their
-// containers may still run).
-type scheduledWatch struct {
-	done    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
-	looks   int
-	twice   string
-}
-
-func watchScheduled(ns string, selector client.MatchingLabels) *scheduledWatch {
-	w := &scheduledWatch{done: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer GinkgoRecover()
-		defer close(w.stopped)
-		for {
-			select {
-			case <-w.done:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			list := &corev1.PodList{}
-			if err := k8sClient.List(ctx(), list, client.InNamespace(ns), selector); err != nil {
-				continue
-			}
-			var bound []string
-			for _, p := range list.Items {
-				if p.Spec.NodeName != "" {
-					bound = append(bound, p.Name+" on "+p.Spec.NodeName)
-				}
-			}
-			w.mu.Lock()
-			w.looks++
-			if len(bound) > 1 && w.twice == "" {
-				w.twice = strings.Join(bound, ", ")
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// stop ends the watch, fails the spec if it saw two pods on nodes at once, and returns how many
-// times it looked.
-func (w *scheduledWatch) stop() int {
-	GinkgoHelper()
-	w.halt()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	Expect(w.twice).To(BeEmpty(), "two pods were bound to nodes at once")
-	return w.looks
-}
-
-// halt ends the watch and waits for it; it may be called more than once.
-func (w *scheduledWatch) halt() {
-	w.once.Do(func() { close(w.done) })
-	<-w.stopped
 }

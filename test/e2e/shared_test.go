@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -40,54 +39,6 @@ import (
 // running says whether a pod is on a node and has not finished: its containers may run.
 func running(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-// podWatch looks at a namespace's pods every 50 ms until stopped, and keeps the first thing that
-// check reports wrong with them.
-type podWatch struct {
-	done, stopped chan struct{}
-	once          sync.Once
-	mu            sync.Mutex
-	looks         int
-	wrong         string
-}
-
-func watchPods(ns string, check func(pods []corev1.Pod) string) *podWatch {
-	w := &podWatch{done: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer GinkgoRecover()
-		defer close(w.stopped)
-		for {
-			select {
-			case <-w.done:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			list := &corev1.PodList{}
-			if err := k8sClient.List(ctx(), list, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			wrong := check(list.Items)
-			w.mu.Lock()
-			w.looks++
-			if wrong != "" && w.wrong == "" {
-				w.wrong = wrong
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-// stop ends the watch and fails the spec if it saw something wrong.
-func (w *podWatch) stop() {
-	GinkgoHelper()
-	w.once.Do(func() { close(w.done) })
-	<-w.stopped
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	Expect(w.looks).To(BeNumerically(">", 0))
-	Expect(w.wrong).To(BeEmpty())
 }
 
 // jobClaims returns, by pod name, the claims of a Job's pods for lock.
