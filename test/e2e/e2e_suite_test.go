@@ -47,7 +47,7 @@ var (
 	// kubeconfig is the cluster under test.
 	kubeconfig string
 	// k8sClient talks to that cluster as its admin.
-	k8sClient client.Client
+	k8sClient client.WithWatch
 	// binDir holds binaries the suite builds (the manager) for this run.
 	binDir string
 )
@@ -68,7 +68,7 @@ var _ = BeforeSuite(func() {
 	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(locksv1alpha1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	k8sClient, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
 	By("installing the CRDs")

@@ -19,59 +19,103 @@ limitations under the License.
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"sync"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// podWatch looks at a namespace's pods every 50 ms until stopped, keeps the first thing that
-// check reports wrong with them, and remembers which pods it has seen on a node. A spec that
-// relies on the watch to catch two pods running at once waits, in each round, until the watch has
-// seen that round's pod on its node (sawOnNode): a handoff faster than the watch's period is then
-// still looked at, and the spec cannot pass for a watch that never looked.
+// podWatch follows a namespace's pods through a watch of the API server until stopped: after
+// every change it calls check with every pod as the API server has it then, keeps the first
+// thing check reports wrong, and remembers which pods it has seen on a node. A watch, not a
+// poll: it sees every state the pods pass through, so an overlap shorter than any polling
+// period is caught too. A spec waits in each round until the watch has seen that round's pod on
+// its node (sawOnNode), so that the watch has caught up with the round before the spec moves on.
 type podWatch struct {
-	done, stopped chan struct{}
-	once          sync.Once
-	mu            sync.Mutex
-	looks         int
-	wrong         string
-	onNode        map[string]bool
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	mu      sync.Mutex
+	events  int
+	wrong   string
+	onNode  map[string]bool
 }
 
 func watchPods(ns string, check func(pods []corev1.Pod) string) *podWatch {
-	w := &podWatch{done: make(chan struct{}), stopped: make(chan struct{}), onNode: map[string]bool{}}
+	watchCtx, cancel := context.WithCancel(ctx())
+	w := &podWatch{cancel: cancel, stopped: make(chan struct{}), onNode: map[string]bool{}}
 	go func() {
 		defer GinkgoRecover()
 		defer close(w.stopped)
-		for {
-			select {
-			case <-w.done:
+		pods := map[string]corev1.Pod{}
+		// Without a resourceVersion the watch starts with an ADDED event for every pod that
+		// exists; a watch the API server ends is resumed from the last version seen, so that no
+		// change is skipped.
+		resume := ""
+		for watchCtx.Err() == nil {
+			events, err := k8sClient.Watch(watchCtx, &corev1.PodList{}, client.InNamespace(ns),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resume}})
+			if err != nil {
+				w.report(fmt.Sprintf("watching the pods of %s: %v", ns, err))
 				return
-			case <-time.After(50 * time.Millisecond):
 			}
-			list := &corev1.PodList{}
-			if err := k8sClient.List(ctx(), list, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			wrong := check(list.Items)
-			w.mu.Lock()
-			w.looks++
-			if wrong != "" && w.wrong == "" {
-				w.wrong = wrong
-			}
-			for _, p := range list.Items {
-				if p.Spec.NodeName != "" {
-					w.onNode[p.Name] = true
+			for e := range events.ResultChan() {
+				p, ok := e.Object.(*corev1.Pod)
+				if !ok {
+					if watchCtx.Err() != nil {
+						events.Stop()
+						return // halted: the watch ends with an error event of its own
+					}
+					w.report(fmt.Sprintf("the watch of the pods of %s ended with %v", ns, e.Object))
+					events.Stop()
+					return
 				}
+				resume = p.ResourceVersion
+				if e.Type == apiwatch.Deleted {
+					delete(pods, p.Name)
+				} else {
+					pods[p.Name] = *p
+				}
+				w.observe(pods, check)
 			}
-			w.mu.Unlock()
+			events.Stop()
 		}
 	}()
 	return w
+}
+
+// observe checks the pods as they are after one change.
+func (w *podWatch) observe(pods map[string]corev1.Pod, check func(pods []corev1.Pod) string) {
+	all := make([]corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		all = append(all, p)
+	}
+	wrong := check(all)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events++
+	if wrong != "" && w.wrong == "" {
+		w.wrong = wrong
+	}
+	for _, p := range all {
+		if p.Spec.NodeName != "" {
+			w.onNode[p.Name] = true
+		}
+	}
+}
+
+// report keeps what went wrong with the watch itself, as check's findings are kept.
+func (w *podWatch) report(wrong string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wrong == "" {
+		w.wrong = wrong
+	}
 }
 
 // sawOnNode says whether the watch has seen the named pod bound to a node.
@@ -83,7 +127,7 @@ func (w *podWatch) sawOnNode(name string) bool {
 
 // halt ends the watch and waits for it; it may be called more than once.
 func (w *podWatch) halt() {
-	w.once.Do(func() { close(w.done) })
+	w.cancel()
 	<-w.stopped
 }
 
@@ -93,6 +137,6 @@ func (w *podWatch) stop() {
 	w.halt()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	Expect(w.looks).To(BeNumerically(">", 0))
+	Expect(w.events).To(BeNumerically(">", 0))
 	Expect(w.wrong).To(BeEmpty())
 }
