@@ -64,8 +64,8 @@ var _ = Describe("Controller restart", func() {
 	})
 
 	It("resumes a hold whose status.expireTime passed during the gap while the backend still holds it", func() {
-		// status.expireTime lags the backend's expiry by up to a third of the lease (it is
-		// refreshed only then), and a leader failover can outlast what it had left: the backend
+		// status.expireTime trails the backend's expiry by up to most of a lease (it is
+		// refreshed only an eighth of a lease before it passes), and a leader failover can outlast what it had left: the backend
 		// decides. Here the lag is made certain by moving status.expireTime into the past.
 		ns := newNamespace()
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.LeaseDurationSeconds = 10 })

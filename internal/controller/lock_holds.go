@@ -299,8 +299,8 @@ func (s *lockScope) startLockDelay() {
 // resume takes up, after a restart or a leader change, a hold the backend still has for the
 // record's identity. It returns the refreshed lease; or a message saying why the hold is lost; or
 // neither, when it cannot tell now (the backend is unusable and the hold has not expired yet).
-// The backend, not status.expireTime, says whether the hold lives: status.expireTime can lag the
-// backend's expiry by a third of the lease, and a failover can take longer than what it had left.
+// The backend, not status.expireTime, says whether the hold lives: status.expireTime can trail the
+// backend's expiry by most of a lease, and a failover can take longer than what it had left.
 func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (*backends.Lease, string, error) {
 	if s.backend == nil {
 		expire := rec.ExpireTime
@@ -399,8 +399,7 @@ func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope
 		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
 			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
 		}
-		next := refreshAt(c.Status.ExpireTime.Time, s.ttl).Sub(s.now)
-		s.wait = soonest(s.wait, max(next, time.Second))
+		s.wait = soonest(s.wait, refreshWait(c.Status.ExpireTime.Time, s.ttl, s.now))
 	}
 	return nil
 }

@@ -209,22 +209,32 @@ func queuedMessage(holders []locksv1alpha1.LockHolder, position int32) string {
 	return fmt.Sprintf("Held by %d claims; position %d in the queue", len(holders), position)
 }
 
+// refreshMargin is how long before a held claim's status.expireTime passes the claim is rewritten
+// from the Renewer's latest confirmation: an eighth of the lease. The Renewer confirms a hold every
+// sixth of a lease (renewal.Interval), so an expireTime written from a renewal at R falls due at
+// R + 7/8 lease, a twenty-fourth of a lease after the renewal at R + 5/6 lease: that renewal has
+// landed, and the write moves expireTime five sixths of a lease on (1.2 writes per held claim per
+// lease; a write due exactly at a renewal would race it, and each lost race moves expireTime a
+// sixth less). The eighth left before expiry is the time the write has to land. Exactly one write
+// per lease cannot keep expireTime in the future: see docs/how-locks-work.md.
+func refreshMargin(ttl time.Duration) time.Duration { return ttl / 8 }
+
 // refreshDue says whether a held claim's status.expireTime must be moved forward now: once it is
-// within a third of the lease (the renewal interval) of passing, so that it stays in the future
-// while held. Renewals confirm the hold every third of a lease, so a claim is written about once
-// every two thirds of a lease (see docs/how-locks-work.md for why exactly once per lease would
-// let expireTime lapse between a renewal and the write that follows it).
+// within refreshMargin of passing, or was never written.
 func refreshDue(expire *time.Time, ttl time.Duration, now time.Time) bool {
-	return expire == nil || expire.Sub(now) <= ttl/3
+	return expire == nil || expire.Sub(now) <= refreshMargin(ttl)
 }
 
-// refreshAt is when the pass that refreshes a held claim with that expireTime is woken: a twelfth
-// of a lease after the refresh falls due. An expireTime written from a renewal at R falls due at
-// R + 2/3 lease, the very moment the renewal after next is due; a pass woken then races that
-// renewal, and when it loses it moves expireTime only a third of a lease on, which doubles the
-// claim writes. The slack lets the renewal land first and leaves a quarter lease before expiry.
-func refreshAt(expire time.Time, ttl time.Duration) time.Time {
-	return expire.Add(-ttl / 4)
+// refreshWait is how long until the lock's pass must look again at a held claim whose
+// status.expireTime is expire (after this pass's refresh, if it wrote one): until the refresh falls
+// due; or, for one due that this pass could not move (the renewal before it is late, or failing),
+// a twenty-fourth of the lease (at least 100 ms), about three more looks before expiry. A failing
+// renewal ends the hold through the Renewer, not here.
+func refreshWait(expire time.Time, ttl time.Duration, now time.Time) time.Duration {
+	if wait := expire.Add(-refreshMargin(ttl)).Sub(now); wait > 0 {
+		return wait
+	}
+	return max(ttl/24, 100*time.Millisecond)
 }
 
 // lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting

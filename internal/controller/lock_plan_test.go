@@ -193,7 +193,8 @@ func TestRefreshDue(t *testing.T) {
 		{"never written", nil, true},
 		{"fresh", at(ttl), false},
 		{"two thirds left", at(2 * ttl / 3), false},
-		{"a third left", at(ttl / 3), true},
+		{"a sixth left: the renewal due now may not have landed", at(ttl / 6), false},
+		{"an eighth left", at(ttl / 8), true},
 		{"passed", at(-time.Second), true},
 	}
 	for _, c := range cases {
@@ -201,8 +202,34 @@ func TestRefreshDue(t *testing.T) {
 			t.Errorf("%s: refreshDue = %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := refreshAt(now, ttl); !got.Equal(now.Add(-ttl/4)) || !refreshDue(&now, ttl, got) {
-		t.Errorf("refreshAt = %s, want a quarter of the lease before expiry, when the refresh is due", got)
+}
+
+func TestRefreshWait(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	const ttl = 30 * time.Second
+	cases := []struct {
+		name   string
+		expire time.Time
+		ttl    time.Duration
+		want   time.Duration
+	}{
+		{"just written: the lease less the margin", now.Add(ttl), ttl, ttl - ttl/8},
+		{"a moment before it falls due", now.Add(ttl/8 + time.Millisecond), ttl, time.Millisecond},
+		{"due and not moved: a twenty-fourth of the lease", now.Add(ttl / 8), ttl, ttl / 24},
+		{"passed and not moved", now.Add(-time.Second), ttl, ttl / 24},
+		{"a tiny lease: no busy loop", now, time.Second, 100 * time.Millisecond},
+	}
+	for _, c := range cases {
+		got := refreshWait(c.expire, c.ttl, now)
+		if got != c.want {
+			t.Errorf("%s: refreshWait = %s, want %s", c.name, got, c.want)
+		}
+	}
+	// The pass woken when the wait ends finds the refresh due.
+	expire := now.Add(ttl)
+	woken := now.Add(refreshWait(expire, ttl, now))
+	if !refreshDue(&expire, ttl, woken) {
+		t.Errorf("the pass woken after refreshWait must find the refresh due")
 	}
 }
 
@@ -321,8 +348,8 @@ func TestBridgeTimings(t *testing.T) {
 		failed bool
 		want   time.Duration
 	}{
-		"a third of the lease":       {30 * time.Second, false, 10 * time.Second},
-		"at least a second":          {2 * time.Second, false, time.Second},
+		"a sixth of the lease":       {30 * time.Second, false, 5 * time.Second},
+		"at least a second":          {5 * time.Second, false, time.Second},
 		"a second after a failure":   {30 * time.Second, true, time.Second},
 		"no lease known: one second": {0, false, time.Second},
 	}

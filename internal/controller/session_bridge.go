@@ -34,12 +34,13 @@ import (
 // them.
 //
 // A hold of the built-in backend lives while its session Lease is renewed. The old leader's last
-// renewal can be up to a third of a lease old when it dies, the election takes up to the leader
+// renewal can be up to a renewal.Interval old when it dies, the election takes up to the leader
 // lease, and the new leader's controllers start only once each has seen every object of the
 // cluster: at 10,000 pods on two busy cores, its first lock pass came 8 to 9 s after the old
 // leader was killed, and a session renewed last just before the kill had lapsed by then, at a
 // 10 s lease, for every hold at once (docs/scale.md). The bridge renews the session at once, and
-// again every third of the shortest lease among the holds not yet resumed, until none is left.
+// again every renewal.Interval of the shortest lease among the holds not yet resumed, until none
+// is left.
 //
 // It never revives a hold that lapsed: a renewal after a gap of a lease records the gap in the
 // session, and HoldAlive then reports every hold granted before it as lapsed, as it would have
@@ -145,11 +146,11 @@ func shorterTTL(a, b time.Duration) time.Duration {
 }
 
 // bridgeInterval is when the bridge renews again a session whose shortest unresumed hold has
-// lease ttl: a third of it later, as the Renewer does, but no sooner than a second; and a second
-// after a renewal that failed, since waiting a third of the lease again could let the holds lapse.
+// lease ttl: a renewal.Interval later, as the Renewer does, but no sooner than a second; and a
+// second after a renewal that failed, since waiting a whole interval again could let them lapse.
 func bridgeInterval(ttl time.Duration, failed bool) time.Duration {
 	if failed {
 		return time.Second
 	}
-	return max(ttl/3, time.Second)
+	return max(renewal.Interval(ttl), time.Second)
 }

@@ -71,7 +71,7 @@ func claim(i int) types.NamespacedName {
 	return types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("c%d", i)}
 }
 
-func TestRenewsEveryHoldInOneCallPerThirdOfTheTTL(t *testing.T) {
+func TestRenewsEveryHoldInOneCallPerInterval(t *testing.T) {
 	h := newHarness(t)
 	const ttl = 9 * time.Second
 	for i := range 50 {
@@ -82,11 +82,11 @@ func TestRenewsEveryHoldInOneCallPerThirdOfTheTTL(t *testing.T) {
 		h.r.Track("fake", h.backend, lease, claim(i))
 	}
 	time.Sleep(50 * time.Millisecond)
-	for range 6 { // two TTLs
-		h.step(ttl / 3)
+	for range 12 { // two TTLs
+		h.step(renewal.Interval(ttl))
 	}
-	if got := h.backend.Calls()[fake.OpRenew]; got < 5 || got > 7 {
-		t.Fatalf("Renew calls over two TTLs of 50 holds = %d, want about 6 (one per third of the TTL)", got)
+	if got := h.backend.Calls()[fake.OpRenew]; got < 11 || got > 13 {
+		t.Fatalf("Renew calls over two TTLs of 50 holds = %d, want about 12 (one per sixth of the TTL)", got)
 	}
 	hold, ok := h.r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k7", Identity: "id7"})
 	if !ok || hold.Lost || !hold.Lease.ExpireTime.After(h.clock.Now()) {
@@ -140,8 +140,8 @@ func TestAHoldThatCannotBeRenewedIsLostWhenItExpires(t *testing.T) {
 	}
 }
 
-// A hold taken over from another session (a new leader resuming it) may expire long before a
-// third of the TTL has passed: it is renewed at once, not a third of the TTL after the take-over.
+// A hold taken over from another session (a new leader resuming it) may expire long before an
+// Interval has passed: it is renewed at once, not an Interval after the take-over.
 func TestAHoldTakenOverWithLittleLeftIsRenewedAtOnce(t *testing.T) {
 	h := newHarness(t)
 	const ttl = 30 * time.Second
@@ -228,15 +228,15 @@ func TestAWallClockStepDoesNotMoveRenewals(t *testing.T) {
 			r.Track("fake", backend, lease, claim(1))
 			time.Sleep(50 * time.Millisecond)
 			clk.stepWall(step)
-			fakeClock.Step(ttl/3 - time.Second)
+			fakeClock.Step(renewal.Interval(ttl) - 500*time.Millisecond)
 			time.Sleep(50 * time.Millisecond)
 			if got := backend.Calls()[fake.OpRenew]; got != 0 {
-				t.Fatalf("renewed %d times before a third of the TTL had passed (wall stepped %s)", got, step)
+				t.Fatalf("renewed %d times before an Interval had passed (wall stepped %s)", got, step)
 			}
-			fakeClock.Step(time.Second)
+			fakeClock.Step(500 * time.Millisecond)
 			time.Sleep(50 * time.Millisecond)
 			if got := backend.Calls()[fake.OpRenew]; got != 1 {
-				t.Fatalf("Renew calls a third of the TTL after the grant, the wall clock stepped %s: %d, want 1", step, got)
+				t.Fatalf("Renew calls an Interval after the grant, the wall clock stepped %s: %d, want 1", step, got)
 			}
 		})
 	}
@@ -345,7 +345,7 @@ func TestAnEditedBackendsNewSessionTakesOverTheHoldsBeforeTheOldOneIsLetGo(t *te
 	if !m.inUse(old) {
 		t.Fatalf("the old session must stay in use until its holds have moved")
 	}
-	m.step(ttl / 3)
+	m.step(renewal.Interval(ttl))
 	if got := edited.Calls()[fake.OpTryAcquire]; got != 1 {
 		t.Fatalf("acquires on the new session = %d, want 1: the hold moves by acquiring it there", got)
 	}
@@ -353,10 +353,10 @@ func TestAnEditedBackendsNewSessionTakesOverTheHoldsBeforeTheOldOneIsLetGo(t *te
 		t.Fatalf("after the move the hold must live on the new session only")
 	}
 	renewsOnOld := old.Calls()[fake.OpRenew]
-	for range 6 {
-		m.step(ttl / 3)
+	for range 12 {
+		m.step(renewal.Interval(ttl))
 	}
-	if old.Calls()[fake.OpRenew] != renewsOnOld || edited.Calls()[fake.OpRenew] < 5 {
+	if old.Calls()[fake.OpRenew] != renewsOnOld || edited.Calls()[fake.OpRenew] < 11 {
 		t.Fatalf("renewals after the move: old session %d (was %d), new %d; want all on the new one",
 			old.Calls()[fake.OpRenew], renewsOnOld, edited.Calls()[fake.OpRenew])
 	}
@@ -374,18 +374,18 @@ func TestAHoldStaysOnTheOldSessionWhileTheNewOneCannotTakeIt(t *testing.T) {
 	edited := old.NewSession()
 	edited.SetUnavailable(errors.New("WRONGPASS invalid username-password pair"))
 	m.current.Store(edited)
-	for range 9 { // three TTLs
-		m.step(ttl / 3)
+	for range 18 { // three TTLs
+		m.step(renewal.Interval(ttl))
 	}
 	if lost := m.lostClaims(); len(lost) != 0 {
 		t.Fatalf("an edit whose session cannot work must lose nothing the old session still holds, lost %v", lost)
 	}
-	if old.Calls()[fake.OpRenew] < 8 || !m.inUse(old) {
-		t.Fatalf("renewals on the old session = %d, want about 9, and it must stay in use", old.Calls()[fake.OpRenew])
+	if old.Calls()[fake.OpRenew] < 16 || !m.inUse(old) {
+		t.Fatalf("renewals on the old session = %d, want about 18, and it must stay in use", old.Calls()[fake.OpRenew])
 	}
 
 	edited.SetUnavailable(nil) // the edit is mended
-	m.step(ttl / 3)
+	m.step(renewal.Interval(ttl))
 	if m.inUse(old) || !m.inUse(edited) {
 		t.Fatalf("once the new session works the hold must move to it")
 	}
@@ -398,7 +398,7 @@ func TestAHoldTakenByAnotherHolderWhileItMovesIsLost(t *testing.T) {
 	edited := m.backend.NewSession()
 	m.current.Store(edited)
 	m.backend.Steal("k", "intruder")
-	m.step(ttl / 3)
+	m.step(renewal.Interval(ttl))
 	if lost := m.lostClaims(); len(lost) != 1 {
 		t.Fatalf("lost = %v, want the claim of the stolen hold", lost)
 	}

@@ -29,10 +29,10 @@ func TestRenewAt(t *testing.T) {
 		renew, expire time.Time
 		want          time.Time
 	}{
-		{"just renewed: a third of the TTL on", t0, t0.Add(ttl), t0.Add(10 * time.Second)},
-		{"renewed a little before now: the expiry does not pull it in", t0, t0.Add(ttl + time.Second), t0.Add(10 * time.Second)},
-		{"the backend's expiry a little early: two thirds before it", t0, t0.Add(ttl - time.Second), t0.Add(9 * time.Second)},
-		{"taken over with 5 s left: due already", t0, t0.Add(5 * time.Second), t0.Add(-15 * time.Second)},
+		{"just renewed: a sixth of the TTL on", t0, t0.Add(ttl), t0.Add(5 * time.Second)},
+		{"renewed a little before now: the expiry does not pull it in", t0, t0.Add(ttl + time.Second), t0.Add(5 * time.Second)},
+		{"the backend's expiry a little early: five sixths before it", t0, t0.Add(ttl - time.Second), t0.Add(4 * time.Second)},
+		{"taken over with 5 s left: due already", t0, t0.Add(5 * time.Second), t0.Add(-20 * time.Second)},
 	}
 	for _, c := range cases {
 		if got := renewAt(c.renew, c.expire, ttl); !got.Equal(c.want) {

@@ -153,7 +153,7 @@ func (s HeldSample) matches() bool {
 //     renewals fail stays Held until it expires, while the backend may already have dropped it;
 //   - the mismatch is younger than grace: the controller releases the backend key before it
 //     writes the claim's new phase, and a backend that lost its data (Redis restarted empty) is
-//     noticed only at the next renewal, a third of the TTL later.
+//     noticed only at the next renewal, up to a sixth of the TTL later (the grace allows a third).
 //
 // So a hold (claim and token) is a violation once it has been seen mismatched, with expireTime
 // more than margin ahead each time, over at least grace without a matching sample in between.

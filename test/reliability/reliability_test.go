@@ -189,7 +189,7 @@ type scenario struct {
 	// must keep alive however many renewals they take.
 	longHold time.Duration
 	// killBeforeRefresh injects the first fault when a Held claim's status.expireTime is just
-	// over a third of the TTL ahead, the moment before the controller refreshes it: the worst
+	// over an eighth of the TTL ahead, the moment before the controller refreshes it: the worst
 	// time for a failover (regression of the first default-failover finding).
 	killBeforeRefresh bool
 	// outsideHolder (Redis only): a client outside lockwarden holds lock-0's key with the
@@ -847,7 +847,8 @@ func runScenario(t *testing.T, e *env, srv *servers, s scenario, seed uint64) Re
 						if cl.Status.Phase != locksv1alpha1.ClaimHeld || cl.Status.ExpireTime == nil {
 							continue
 						}
-						if ahead := time.Until(cl.Status.ExpireTime.Time); ahead > ttl/3+200*time.Millisecond && ahead < ttl/3+time.Second {
+						// An eighth of the TTL: the controller's refresh margin (refreshMargin).
+						if ahead := time.Until(cl.Status.ExpireTime.Time); ahead > ttl/8+200*time.Millisecond && ahead < ttl/8+time.Second {
 							return true
 						}
 					}

@@ -58,7 +58,7 @@ limitations under the License.
 // or Renew of this Backend has named for one TTL of the lock (counted from the Backend's start
 // for a lock it never named) is detached from the session by Renew, with its expiry unchanged,
 // and expires unless a holder takes it up again before then (a TryAcquire or Renew naming it
-// moves it back). Every held lock the controller tracks is named by Renew every third of a TTL,
+// moves it back). Every held lock the controller tracks is named by Renew every sixth of a TTL,
 // and a new leader resumes its holds with TryAcquire well within a TTL.
 //
 // # Lease values

@@ -356,7 +356,7 @@ func TestSessionLetsLocksNobodyAsksForExpire(t *testing.T) {
 	held := []backends.Lease{mine} // what the leader's Renewer tracks
 	renew := func() {
 		t.Helper()
-		clock.Step(2 * time.Second) // a little more often than every ttl/3
+		clock.Step(2 * time.Second) // less often than the Renewer, within the lease
 		renewed, lost, err := leader.Renew(ctx, held, ttl)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(lost).To(BeEmpty())
@@ -708,8 +708,9 @@ func TestRecordsKeepSession(t *testing.T) {
 	g.Expect(alive).To(BeTrue())
 }
 
-// A hold at the default lease, renewed every third of it as the Renewer does, lives as long as it
-// is renewed: here 40 renewals, over six and a half minutes of the fake clock. (The session
+// A hold at the default lease, renewed every third of it (the Renewer renews every sixth: gaps of
+// a third are the harder case for the session's history), lives as long as it is renewed: here 40
+// renewals, over six and a half minutes of the fake clock. (The session
 // history once kept a gap at every such renewal, and judged holds older than 16 renewals lapsed.)
 func TestRecordsKeepLongHolds(t *testing.T) {
 	g := NewWithT(t)

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package redis keeps locks on a single Redis server (or a primary behind a stable address), the
 // classic way: `SET key identity NX PX ttl` to acquire, Lua scripts that check the owner to renew
-// and release, and a watchdog (lockwarden's renewer) that extends held locks every third of their
+// and release, and a watchdog (lockwarden's renewer) that extends held locks every sixth of their
 // TTL.
 //
 // # Keys
