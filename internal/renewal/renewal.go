@@ -105,7 +105,11 @@ type Renewer struct {
 
 	mu    sync.Mutex
 	holds map[HoldKey]*hold
-	wake  chan struct{}
+	// renewing is the batches whose Renew call is in flight. The loop does not wait for them: a
+	// backend that hangs until the call's timeout (up to 5 s) must not hold back the renewals of
+	// another, whose lease may be shorter than that timeout.
+	renewing map[batchID]bool
+	wake     chan struct{}
 	// afterRenewals is called after each round of renewals with a test for the sessions holds
 	// live on, so that sessions nothing lives on any more can be closed.
 	afterRenewals func(ctx context.Context, inUse func(backends.Backend) bool)
@@ -131,12 +135,13 @@ func WithCallTimeout(d time.Duration) Option { return func(r *Renewer) { r.timeo
 // lost to notify (which must not block; it normally queues a reconcile).
 func New(resolve Resolver, notify func(types.NamespacedName), opts ...Option) *Renewer {
 	r := &Renewer{
-		clock:   clock.RealClock{},
-		resolve: resolve,
-		notify:  notify,
-		timeout: 5 * time.Second,
-		holds:   map[HoldKey]*hold{},
-		wake:    make(chan struct{}, 1),
+		clock:    clock.RealClock{},
+		resolve:  resolve,
+		notify:   notify,
+		timeout:  5 * time.Second,
+		holds:    map[HoldKey]*hold{},
+		renewing: map[batchID]bool{},
+		wake:     make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(r)
@@ -276,11 +281,13 @@ type batchID struct {
 	session backends.Backend
 }
 
-// renewDue renews every batch with at least one hold due, and returns how long to sleep until the
-// next one is due.
+// renewDue starts the renewal of every batch with at least one hold due, unless that batch's
+// previous renewal is still in flight, and returns how long to sleep until the next one is due. A
+// renewal that ends wakes the loop.
 func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 	now := r.elapsed()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	batches := map[batchID]*batch{}
 	due := map[batchID]bool{}
 	next := time.Hour
@@ -290,6 +297,9 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 		}
 		ttl := h.Lease.TTL
 		id := batchID{k.Backend, ttl, h.session}
+		if r.renewing[id] {
+			continue // looked at again when that renewal ends
+		}
 		b, ok := batches[id]
 		if !ok {
 			b = &batch{backend: k.Backend, ttl: ttl, session: h.session}
@@ -307,19 +317,21 @@ func (r *Renewer) renewDue(ctx context.Context) time.Duration {
 			next = wait
 		}
 	}
-	r.mu.Unlock()
 
-	// Batches are renewed concurrently: a backend that is slow or down (each call waits up to its
-	// timeout) must not delay the renewals of the others.
-	var wg sync.WaitGroup
+	// Batches are renewed concurrently and in the background: a backend that is slow or down
+	// (each call waits up to its timeout) must not delay the renewals of the others.
 	for id, b := range batches {
 		if due[id] {
-			wg.Go(func() { r.renew(ctx, b) })
-			// What was renewed now is due an Interval from now at the latest.
-			next = min(next, Interval(b.ttl))
+			r.renewing[id] = true
+			go func() {
+				r.renew(ctx, b)
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				delete(r.renewing, id)
+				r.poke()
+			}()
 		}
 	}
-	wg.Wait()
 	return next
 }
 

@@ -97,6 +97,61 @@ func TestRenewsEveryHoldInOneCallPerInterval(t *testing.T) {
 	}
 }
 
+// hangingBackend is a backend whose Renew answers only when its call times out, as a server that
+// accepts connections and never replies does.
+type hangingBackend struct{ *fake.Backend }
+
+func (hangingBackend) Renew(ctx context.Context, _ []backends.Lease, _ time.Duration) ([]backends.Lease, []backends.Lease, error) {
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+// A backend that hangs until each call's timeout holds back no other backend's renewals, though
+// that timeout (here 3 s, up to 5 s by default) is longer than the other's renewal interval, or
+// even than its lease.
+func TestAHangingBackendDoesNotDelayAnothersRenewals(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	fast := fake.New(fake.WithClock(clock))
+	slow := hangingBackend{fake.New(fake.WithClock(clock))}
+	sessions := map[string]backends.Backend{"fast": fast, "slow": slow}
+	r := renewal.New(func(_ context.Context, name string) (backends.Backend, error) { return sessions[name], nil },
+		func(types.NamespacedName) {}, renewal.WithClock(clock), renewal.WithCallTimeout(3*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = r.Start(ctx) }()
+
+	const fastTTL, slowTTL = 6 * time.Second, 60 * time.Second
+	short, err := fast.TryAcquire(ctx, "k", "me", fastTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := slow.TryAcquire(ctx, "k", "me", slowTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Track("fast", fast, short, claim(1))
+	r.Track("slow", slow, long, claim(2))
+	time.Sleep(50 * time.Millisecond)
+	step := func() {
+		clock.Step(renewal.Interval(fastTTL))
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 10 { // the slow backend's first renewal falls due at the tenth, and hangs
+		step()
+	}
+	before := fast.Calls()[fake.OpRenew]
+	for range 10 { // half a second: the slow call still hangs
+		step()
+	}
+	if got := fast.Calls()[fake.OpRenew] - before; got < 8 {
+		t.Fatalf("renewals of the fast backend while the slow one hung = %d, want about 10", got)
+	}
+	hold, _ := r.Lookup(renewal.HoldKey{Backend: "fast", Key: "k", Identity: "me"})
+	if hold.Lost || !hold.Lease.ExpireTime.After(clock.Now()) {
+		t.Fatalf("the fast backend's hold = %+v, want renewed into the future", hold)
+	}
+}
+
 func TestReportsStolenHoldsAsLost(t *testing.T) {
 	h := newHarness(t)
 	lease, _ := h.backend.TryAcquire(context.Background(), "k", "me", 9*time.Second)
