@@ -73,7 +73,7 @@ var (
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
 	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
 	burst    = flag.Int("burst", 100, "manager API client burst")
-	workers  = flag.Int("workers", 4, "lock workers (--claim-workers)")
+	workers  = flag.Int("workers", 16, "lock workers (--claim-workers; the manager's default)")
 	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
 	readme   = flag.String("readme", "", "write the results table into this file's bench block (make bench: the README)")
 	steady   = flag.Duration("steady", 30*time.Second, "how long to count the writes of held locks with nothing else happening, per backend (0: skip)")
