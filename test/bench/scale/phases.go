@@ -366,6 +366,7 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 	s.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
 	close(stopSampling)
 	s.expired, s.mem = <-expired, <-mem
+	s.expired.log(label + ": steady")
 	if err != nil {
 		return s, fmt.Errorf("scraping the leader at the end of the window: %w", err)
 	}
@@ -489,6 +490,7 @@ loop:
 	c.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
 	close(stopSampling)
 	c.expired, c.mem = <-expired, <-mem
+	c.expired.log(label + ": churn")
 	if err == nil {
 		c.requests = after.apiRequests().minus(before.apiRequests())
 		c.conflicts = after.apiRequestsWithCode("409").minus(before.apiRequestsWithCode("409"))
@@ -603,6 +605,7 @@ func (r *runner) failoverPhase(ctx context.Context, wl *workload) (*failoverResu
 	}
 	close(stopSampling)
 	f.expired = <-expired
+	f.expired.log(wl.ns + ": failover")
 	if n, err := e.close(); n > 0 {
 		f.note = fmt.Sprintf("%d deletes of holders failed (last: %v)", n, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -33,9 +34,35 @@ type expiredStats struct {
 	// capped is set when a sample had more candidates than it reads (maxConfirm): max is then a
 	// lower bound.
 	capped bool
-	// worst is the claim that was furthest past its expireTime, and by how much.
-	worst     string
-	worstLate time.Duration
+	// worst is the claim that was furthest past its expireTime, and by how much; worstStatus is
+	// what its status said then, for the log (which lock, since when held, when last renewed).
+	worst       string
+	worstLate   time.Duration
+	worstStatus string
+}
+
+// log names the claim furthest past its expireTime in the window, if any, so that it can be found
+// in the managers' logs.
+func (e expiredStats) log(window string) {
+	if e.worst != "" {
+		logf("%s: the Held claim furthest past its expireTime, %s late: %s", window, e.worstLate.Round(time.Millisecond), e.worstStatus)
+	}
+}
+
+// describe says what a sampled claim's status showed: enough to find it in the manager's log.
+func describe(c *locksv1alpha1.LockClaim) string {
+	at := func(t *metav1.MicroTime) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format("15:04:05.000")
+	}
+	deleting := ""
+	if c.DeletionTimestamp != nil {
+		deleting = ", being deleted since " + c.DeletionTimestamp.UTC().Format("15:04:05.000")
+	}
+	return fmt.Sprintf("claim %s of lock %s, token %d, acquireTime %s, renewTime %s, expireTime %s%s",
+		c.Name, c.Spec.LockName, c.Status.FencingToken, at(c.Status.AcquireTime), at(c.Status.RenewTime), at(c.Status.ExpireTime), deleting)
 }
 
 func (e expiredStats) cell() string {
@@ -52,8 +79,8 @@ func (e expiredStats) cell() string {
 	return s + ")"
 }
 
-// countExpired counts the Held claims whose expireTime is before at.
-func countExpired(claims []locksv1alpha1.LockClaim, at time.Time) (held, expired int, worst string, late time.Duration) {
+// countExpired counts the Held claims whose expireTime is before at, and finds the one furthest past it.
+func countExpired(claims []locksv1alpha1.LockClaim, at time.Time) (held, expired int, worst *locksv1alpha1.LockClaim, late time.Duration) {
 	for i := range claims {
 		c := &claims[i]
 		if c.Status.Phase != locksv1alpha1.ClaimHeld {
@@ -63,7 +90,7 @@ func countExpired(claims []locksv1alpha1.LockClaim, at time.Time) (held, expired
 		if c.Status.ExpireTime != nil && c.Status.ExpireTime.Time.Before(at) {
 			expired++
 			if d := at.Sub(c.Status.ExpireTime.Time); d > late {
-				worst, late = c.Name, d
+				worst, late = c, d
 			}
 		}
 	}
@@ -111,8 +138,8 @@ func sampleExpired(ctx context.Context, c client.Reader, t *tracker, ns string, 
 				st.withAny++
 			}
 			st.max = max(st.max, expired)
-			if late > st.worstLate {
-				st.worst, st.worstLate = worst, late
+			if worst != nil && late > st.worstLate {
+				st.worst, st.worstLate, st.worstStatus = worst.Name, late, describe(worst)
 			}
 			select {
 			case <-stop:

@@ -189,8 +189,11 @@ func TestCountExpired(t *testing.T) {
 		exp("released long ago", locksv1alpha1.ClaimReleased, 1),
 	}
 	held, expired, worst, late := countExpired(claims, at(10))
-	if held != 3 || expired != 2 || worst != "later" || late != 5*time.Second {
-		t.Errorf("countExpired = %d held, %d expired, worst %s by %s; want 3, 2, later by 5s", held, expired, worst, late)
+	if held != 3 || expired != 2 || worst == nil || worst.Name != "later" || late != 5*time.Second {
+		t.Errorf("countExpired = %d held, %d expired, worst %v by %s; want 3, 2, later by 5s", held, expired, worst, late)
+	}
+	if d := describe(worst); !strings.Contains(d, "claim later of lock") {
+		t.Errorf("describe = %q, want the claim and its lock named", d)
 	}
 }
 
