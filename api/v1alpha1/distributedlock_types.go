@@ -56,7 +56,7 @@ type DistributedLockSpec struct {
 	Key string `json:"key,omitempty"`
 
 	// leaseDurationSeconds is the lock's time to live on the backend. The controller renews every
-	// third of it while the holder lives; a holder whose renewals stop loses the lock after it.
+	// sixth of it while the holder lives; a holder whose renewals stop loses the lock after it.
 	// +optional
 	// +kubebuilder:default=30
 	// +kubebuilder:validation:Minimum=5
