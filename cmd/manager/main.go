@@ -153,7 +153,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 0,
 		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
-	fs.IntVar(&o.workers, "claim-workers", defaultClaimWorkers, "Locks served in parallel (each lock by one worker at a time), and pods reconciled in parallel.")
+	fs.IntVar(&o.workers, "claim-workers", defaultClaimWorkers, "Locks served in parallel (each lock by one worker at a time), as many refreshes of held claims' status.expireTime besides, and pods reconciled in parallel.")
 	fs.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.9,
 		"Set Go's soft memory limit to this share of the container's memory limit (read from its cgroup), so that the garbage collector "+
 			"works harder before the kernel would kill the process; 0 leaves it unset. GOMEMLIMIT in the environment takes precedence.")

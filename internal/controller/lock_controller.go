@@ -65,7 +65,8 @@ type DistributedLockReconciler struct {
 	Metrics *metrics.Metrics
 	// Clock is the controller's clock (injected so that tests can move it).
 	Clock clock.Clock
-	// MaxConcurrentReconciles bounds how many locks are served at once (default 8); one lock is
+	// MaxConcurrentReconciles bounds how many locks are served at once (default 8; the manager's
+	// --claim-workers, 16), and as many refresh passes run besides (lock_refresh.go); one lock is
 	// never served by two workers at once.
 	MaxConcurrentReconciles int
 	// Guard, when set, vetoes leader writes once this process has stalled (leaderguard).
@@ -80,6 +81,10 @@ type DistributedLockReconciler struct {
 	free *freeWatches
 	// written guards passes against a cache that lags this process's own writes.
 	written *ownWrites
+	// passes serializes the passes of each lock across the lock queue and the refresh lane.
+	passes *passLocks
+	// refresh is the refresh lane, which keeps held claims' status.expireTime ahead of now.
+	refresh *refreshLane
 
 	// heartbeats remembers when each heartbeat Lease was seen to change (detached claims'
 	// liveness, lock_heartbeats.go).
@@ -167,6 +172,7 @@ type lockStep func(context.Context, *lockScope) error
 // Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
 // the lock record and then its claims.
 func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.passes.lock(req.NamespacedName)()
 	s, err := r.load(ctx, req.NamespacedName)
 	switch {
 	case err != nil:
@@ -189,6 +195,10 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if err := step(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
+	if after := r.nextRefresh(s); after > 0 {
+		r.refresh.schedule(req.NamespacedName, jitter(after))
 	}
 	if s.retryErr != nil {
 		return ctrl.Result{}, s.retryErr
@@ -247,6 +257,11 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
 	r.free = newFreeWatches(r.wake)
 	r.written = newOwnWrites()
+	r.passes = newPassLocks()
+	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
+	if err := mgr.Add(r.refresh); err != nil {
+		return err
+	}
 	r.lowRounds = map[types.NamespacedName]*lowRound{}
 	r.heartbeats = heartbeat.NewTracker()
 	r.Keys.OnRelease(r.wake)

@@ -385,7 +385,7 @@ func (r *DistributedLockReconciler) resumePlace(ctx context.Context, s *lockScop
 }
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
-// confirmation, and says when the next refresh is due.
+// confirmation. The next refresh is the refresh lane's (nextRefresh, lock_refresh.go).
 func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope) error {
 	for _, c := range s.holders {
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
@@ -399,7 +399,6 @@ func (r *DistributedLockReconciler) refreshHolds(_ context.Context, s *lockScope
 		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
 			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
 		}
-		s.wait = soonest(s.wait, refreshWait(c.Status.ExpireTime.Time, s.ttl, s.now))
 	}
 	return nil
 }

@@ -246,6 +246,7 @@ type faultyBackends struct {
 
 	mu       sync.Mutex
 	down     error
+	stall    <-chan struct{}
 	sessions []*fake.Backend
 }
 
@@ -254,6 +255,7 @@ func (f *faultyBackends) newSession() *fake.Backend {
 	defer f.mu.Unlock()
 	s := f.store.NewSession()
 	s.SetUnavailable(f.down)
+	s.Stall(f.stall)
 	f.sessions = append(f.sessions, s)
 	return s
 }
@@ -266,6 +268,28 @@ func (f *faultyBackends) SetUnavailable(err error) {
 	for _, s := range f.sessions {
 		s.SetUnavailable(err)
 	}
+}
+
+// Stall makes every call of every session, present and future, wait until release is closed
+// (nil: no wait for calls made after).
+func (f *faultyBackends) Stall(release <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stall = release
+	for _, s := range f.sessions {
+		s.Stall(release)
+	}
+}
+
+// Calls counts the calls of op (fake.OpTryAcquire, ...) on every session so far.
+func (f *faultyBackends) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, s := range f.sessions {
+		n += s.Calls()[op]
+	}
+	return n
 }
 
 // Steal makes identity the holder of key, as a client outside lockwarden would.

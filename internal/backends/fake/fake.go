@@ -120,6 +120,8 @@ type Backend struct {
 	// calls counts the calls per operation (see Calls).
 	calls  map[string]int
 	closed bool
+	// stall, when set, holds every call until it is closed (see Stall).
+	stall <-chan struct{}
 }
 
 var (
@@ -156,6 +158,15 @@ func (b *Backend) SetUnavailable(err error) {
 	b.unavailable = err
 }
 
+// Stall makes every later call on this session (but Close) wait until release is closed or the
+// call's context ends, as a store that accepts requests and never answers; Stall(nil) ends it for
+// calls made after. Calls already waiting go on once release is closed.
+func (b *Backend) Stall(release <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stall = release
+}
+
 // Steal makes identity the holder of key, whoever held it, as a client outside lockwarden would
 // after the lock expired. The new hold starts now, keeps the key's previous TTL (StealTTL if it
 // had none) and has a new Version. It works whether or not the session is unavailable.
@@ -182,13 +193,24 @@ func (b *Backend) Calls() map[string]int {
 // begin counts a call to op and says whether it may proceed.
 func (b *Backend) begin(ctx context.Context, op string) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.calls[op]++
+	stall := b.stall
+	var err error
 	switch {
 	case b.unavailable != nil:
-		return b.unavailable
+		err = b.unavailable
 	case b.closed && op != OpClose:
-		return errClosed
+		err = errClosed
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if stall != nil && op != OpClose {
+		select {
+		case <-stall:
+		case <-ctx.Done():
+		}
 	}
 	return ctx.Err()
 }
