@@ -41,7 +41,8 @@ import (
 // waiting for their first grant starve (lock_enqueue.go). So refreshes have their own queue,
 // ordered by when each falls due, and their own workers; a refresh pass only rewrites the
 // expireTime of claims the lock record and the Renewer both say hold, and leaves everything else
-// to the lock's next pass. Both kinds of pass of one lock take its passLocks mutex.
+// to the lock's next pass. Both kinds of pass of one lock take its passLocks mutex; a refresh
+// pass never waits for it, and looks again shortly when the lock's pass has it.
 
 // refreshLane runs refresh passes on the leader, each when its lock's next refresh falls due.
 type refreshLane struct {
@@ -106,12 +107,20 @@ func (l *refreshLane) next(ctx context.Context) bool {
 // refreshRetry is how soon a refresh pass that could not read what it needs looks again.
 const refreshRetry = time.Second
 
+// refreshBusyRetry is how soon a refresh of a lock whose pass was running looks again. Trying
+// costs nothing but the queue: no cache read, no request.
+const refreshBusyRetry = 200 * time.Millisecond
+
 // refreshPass rewrites the status.expireTime of the lock's held claims that are due, from the
 // Renewer's latest confirmation, and says when the lock's next refresh falls due: 0 when it holds
 // nothing the lane can refresh now, for the lock's next pass to take up (a hold not resumed yet,
 // a cache behind this process's own write, an unusable backend, a lock that is gone).
 func (r *DistributedLockReconciler) refreshPass(ctx context.Context, name types.NamespacedName) time.Duration {
-	defer r.passes.lock(name)()
+	unlock, ok := r.passes.tryLock(name)
+	if !ok {
+		return refreshBusyRetry
+	}
+	defer unlock()
 	log := ctrl.LoggerFrom(ctx).WithValues("DistributedLock", name)
 	s, err := r.loadHolders(ctx, name)
 	switch {

@@ -54,6 +54,11 @@ func (p *passLocks) lock(name types.NamespacedName) (unlock func()) {
 	p.mu.Unlock()
 
 	l.Lock()
+	return p.unlocker(name, l)
+}
+
+// unlocker returns the function that ends a pass of name holding l.
+func (p *passLocks) unlocker(name types.NamespacedName, l *passLock) func() {
 	return func() {
 		l.Unlock()
 		p.mu.Lock()
@@ -62,6 +67,21 @@ func (p *passLocks) lock(name types.NamespacedName) (unlock func()) {
 			delete(p.locks, name)
 		}
 	}
+}
+
+// tryLock starts a pass of name only if no other pass of it runs or waits; ok is false when one
+// does. The refresh lane uses it: a lock pass that waits on a backend which does not answer must
+// not hold a refresh worker too (and that pass refreshes the lock's claims itself when it goes on).
+func (p *passLocks) tryLock(name types.NamespacedName) (unlock func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, busy := p.locks[name]; busy {
+		return nil, false
+	}
+	l := &passLock{users: 1}
+	l.Lock()
+	p.locks[name] = l
+	return p.unlocker(name, l), true
 }
 
 // serving says how many locks have a pass running or waiting (for tests).

@@ -64,3 +64,28 @@ func TestPassLocksSerializeOneLockOnly(t *testing.T) {
 		t.Fatalf("locks remembered after every pass ended = %d, want 0", n)
 	}
 }
+
+func TestPassLocksTryLockNeverWaits(t *testing.T) {
+	p := newPassLocks()
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+
+	unlock, ok := p.tryLock(a)
+	if !ok {
+		t.Fatal("tryLock of a lock no pass serves failed")
+	}
+	if _, ok := p.tryLock(a); ok {
+		t.Fatal("tryLock succeeded while another pass of the lock ran")
+	}
+	// A waiting pass counts as busy too, and gets the lock when the first ends.
+	got := make(chan struct{})
+	go func() {
+		p.lock(a)()
+		close(got)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	unlock()
+	<-got
+	if _, ok := p.tryLock(a); !ok {
+		t.Fatal("tryLock failed once every pass of the lock had ended")
+	}
+}
