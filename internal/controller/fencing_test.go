@@ -50,8 +50,15 @@ var _ = Describe("Fencing tokens", func() {
 		controllerClock.Set(-time.Hour)
 		DeferCleanup(func() { controllerClock.Set(0) })
 		newClaim(ns, "b", "db", "")
-		Eventually(phaseOf(ns, "b")).Should(Equal(held))
-		tokenB := claimOf(ns, "b")(Default).Status.FencingToken
+		// b's grant is what counts, not how long it lasts: a hold granted an hour back on the
+		// controller's clock may be judged lapsed at its first renewal, rightly, when the built-in
+		// backend's session history has a gap of a lease in the hour before (another spec's
+		// manager restart leaves one), and b then ends Lost, its token kept.
+		var tokenB int64
+		Eventually(func() int64 {
+			tokenB = claimOf(ns, "b")(Default).Status.FencingToken
+			return tokenB
+		}).ShouldNot(BeZero(), "b is granted")
 		Expect(tokenB).To(BeNumerically(">", tokenA), "the controller's clock stepped back an hour")
 		deleteClaim(ns, "b")
 		controllerClock.Set(0)
