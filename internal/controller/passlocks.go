@@ -83,10 +83,3 @@ func (p *passLocks) tryLock(name types.NamespacedName) (unlock func(), ok bool) 
 	p.locks[name] = l
 	return p.unlocker(name, l), true
 }
-
-// serving says how many locks have a pass running or waiting (for tests).
-func (p *passLocks) serving() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.locks)
-}
