@@ -34,7 +34,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -83,7 +82,7 @@ func exportedSeries(t *testing.T) map[string]series {
 
 // describeOnly stands in for the informer cache, so that Families includes the scrape-time
 // gauges; describing them reads nothing.
-type describeOnly struct{ client.Reader }
+type describeOnly struct{ metrics.InformerSource }
 
 func with(set map[string]bool, l string) map[string]bool {
 	out := map[string]bool{l: true}

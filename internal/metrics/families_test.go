@@ -38,8 +38,8 @@ func TestFamiliesAreWhatIsGathered(t *testing.T) {
 	g := NewWithT(t)
 	// One Pending claim and one held lock: the scrape-time gauges then have a series each.
 	m := New(&fakeCache{
-		locks:  []locksv1alpha1.DistributedLock{lock("ns", "a", "", time.Minute)},
-		claims: []locksv1alpha1.LockClaim{claim("ns", "w", "a", locksv1alpha1.ClaimPending, time.Second)},
+		locks:  []*locksv1alpha1.DistributedLock{lock("ns", "a", "", time.Minute)},
+		claims: []*locksv1alpha1.LockClaim{claim("ns", "w", "a", locksv1alpha1.ClaimPending, time.Second)},
 	})
 	reg := prometheus.NewPedanticRegistry()
 	g.Expect(m.Register(reg)).To(Succeed())

@@ -25,7 +25,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/version"
@@ -86,7 +85,7 @@ func WithClock(c clock.PassiveClock) Option {
 // scrape-time gauges (lockwarden_claims, lockwarden_claim_oldest_pending_seconds and
 // lockwarden_lock_oldest_held_seconds) are computed when scraped, so that scrapes cost no API
 // calls; without it Register leaves them out.
-func New(cache client.Reader, opts ...Option) *Metrics {
+func New(cache InformerSource, opts ...Option) *Metrics {
 	o := options{clock: clock.RealClock{}}
 	for _, opt := range opts {
 		opt(&o)
