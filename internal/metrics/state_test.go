@@ -251,9 +251,8 @@ lockwarden_claims{phase="TimedOut"} 0
 `), "lockwarden_claims", "lockwarden_claim_oldest_pending_seconds", "lockwarden_lock_oldest_held_seconds")).To(Succeed())
 
 	// The ages are read at scrape time: a minute on, with the Pending claim on the built-in backend
-	// granted, that backend's wait series is gone and the rest are a minute older. The claim is
-	// changed in place, in the store the first scrape read: the second scrape sees the change only
-	// because it reads the cache's own objects, not copies.
+	// granted, that backend's wait series is gone and the rest are a minute older. (That a scrape
+	// reads the cache's own objects, not copies, is TestCachedSharesTheStoresObjects.)
 	clk.SetTime(now.Add(time.Minute))
 	cache.claims[2].Status.Phase = locksv1alpha1.ClaimHeld
 	g.Expect(testutil.GatherAndCompare(reg, strings.NewReader(header+`
