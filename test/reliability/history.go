@@ -62,6 +62,9 @@ type Grant struct {
 	Acquired time.Time
 	Token    int64
 	Identity string
+	// HeldRevision is the resourceVersion (an etcd revision) of the claim write first seen
+	// Held, on the built-in backend whose records share that store's order; 0 when unknown.
+	HeldRevision int64
 	// Exclusive: the claim asked for the lock alone (spec.mode Exclusive); on a lock of one
 	// place every hold is alone whatever it asked.
 	Exclusive bool

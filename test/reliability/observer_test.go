@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -241,10 +242,22 @@ func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
 				continue
 			}
 			v := recordView(l, session, now)
-			o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places})
+			o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places, Revision: revisionOf(l.ResourceVersion)})
 		}
 		w.Stop()
 	}
+}
+
+// revisionOf reads a resourceVersion as the etcd revision the API server gives it; 0 when it is
+// not one. Clients may not compare resourceVersions in general; the harness may, since it
+// starts the API server and its etcd itself, and uses them only to order the records' and the
+// claims' writes (arrivalOfStateAt).
+func revisionOf(resourceVersion string) int64 {
+	n, err := strconv.ParseInt(resourceVersion, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // arrival is a watch event and when it arrived.

@@ -45,6 +45,9 @@ type KeyState struct {
 	Polled bool
 	// Confirmed is set by Add for polled states.
 	Confirmed time.Time
+	// Revision is, for a state a watch of the built-in backend's records pushed, the record's
+	// resourceVersion (an etcd revision, in the same order as the claims' writes); 0 otherwise.
+	Revision int64
 }
 
 // KeyTimeline is a key's states in the order they were seen; a state lasts until the next.
@@ -133,6 +136,7 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 			if end.IsZero() {
 				end = tl.End
 			}
+			start := maxTime(g.Acquired, arrivalOfStateAt(tl, g.HeldRevision))
 			// Walk the states that overlap [Acquired, end), merging consecutive foreign ones into
 			// one mismatch [since, until].
 			var since, until time.Time // since is zero when there is no mismatch
@@ -149,7 +153,7 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 				} else {
 					how := fmt.Sprintf("for %s", d.Round(time.Millisecond))
 					if !ended {
-						how += " and the claim did not end"
+						how += " and it did not end with the claim"
 					}
 					out.Violations = append(out.Violations, fmt.Sprintf("lock %s: claim %s (token %d, identity %s, %s) was Held while the backend held key %s for %s, from %s %s",
 						tl.Lock, g.Claim, g.Token, g.Identity, modeWord(g), tl.Key, strings.Join(foreign, ", "), since.Format(time.StampMilli), how))
@@ -161,7 +165,7 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 				if i+1 < len(tl.States) {
 					stop = tl.States[i+1].At
 				}
-				from, to := maxTime(s.At, g.Acquired), minTime(stop, end)
+				from, to := maxTime(s.At, start), minTime(stop, end)
 				against := s.view().excluders(g.Identity, g.Exclusive)
 				isForeign := len(against) > 0
 				if isForeign && s.Polled {
@@ -195,6 +199,29 @@ func CheckBackendView(timelines []KeyTimeline, grants []Grant, grace time.Durati
 		}
 	}
 	return out
+}
+
+// arrivalOfStateAt is when the record watch delivered the key's state as of revision (the
+// latest watched state written before it), or zero when revision or the states' revisions are
+// unknown. The claim watch and the record watch are two streams, and the API server does not
+// order deliveries across them: a claim's Held, written after the record that grants it, can
+// arrive a few milliseconds before that record (the harness saw 1 ms on a busy machine), which
+// by arrival times alone would look like the claim Held while the record still named its
+// predecessor. Both writes carry revisions of the one etcd, so a claim is judged against the
+// record only from when the observer learned the record as it was at the claim's write. A
+// record that really changes after the claim's Held has a later revision and is still judged
+// from the claim's arrival.
+func arrivalOfStateAt(tl KeyTimeline, revision int64) time.Time {
+	var at time.Time
+	if revision <= 0 {
+		return at
+	}
+	for _, s := range tl.States {
+		if s.Revision > 0 && s.Revision < revision {
+			at = maxTime(at, s.At)
+		}
+	}
+	return at
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -84,6 +84,32 @@ func TestCheckBackendView(t *testing.T) {
 			t.Logf("%s: %s", name, v.Violations[0])
 		}
 	}
+	// The record watch and the claim watch are two streams: b's Held (claim revision 20) can
+	// arrive at 520 before the record that granted it (revision 19) arrives at 521. Judged by the
+	// server's order, the record had changed first; a record that changed after b's Held write
+	// (revision 21) is still judged from b's arrival.
+	watched := func(ms int, holder string, revision int64) KeyState {
+		s := state(ms, holder)
+		s.Revision = revision
+		return s
+	}
+	bRevised := []Grant{grants[0], grants[1]}
+	bRevised[1].HeldRevision = 20
+	for name, c := range map[string]struct {
+		tl  KeyTimeline
+		bad bool
+	}{
+		"record arrives after the claim, written before": {timeline(watched(90, "pod-a", 10), watched(521, "pod-b", 19)), false},
+		"record written after the claim":                 {timeline(watched(90, "pod-a", 10), watched(521, "pod-b", 21)), true},
+		"a's record stays after the claim's write":       {timeline(watched(90, "pod-a", 10), watched(510, "pod-a", 19), watched(600, "pod-b", 30)), true},
+	} {
+		v := CheckBackendView([]KeyTimeline{c.tl}, bRevised, 200*time.Millisecond)
+		if got := len(v.Violations) > 0; got != c.bad {
+			t.Errorf("%s: violations %v; want a violation: %v", name, v.Violations, c.bad)
+		} else if got {
+			t.Logf("%s: %s", name, v.Violations[0])
+		}
+	}
 	// A mismatch that ends with the claim but outlasts the grace is a violation too.
 	late := CheckBackendView([]KeyTimeline{timeline(state(90, "pod-a"), state(250, "pod-b"))}, grants, 200*time.Millisecond)
 	if len(late.Violations) == 0 {

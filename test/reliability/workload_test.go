@@ -145,6 +145,7 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 	}
 	if held && g.Acquired.IsZero() {
 		g.Acquired, g.Token, g.Identity = now, cl.Status.FencingToken, cl.Status.HolderIdentity
+		g.HeldRevision = revisionOf(cl.ResourceVersion)
 		if t := cl.Status.AcquireTime; t != nil {
 			g.AcquireTime = t.Time
 		}
