@@ -272,6 +272,8 @@ func (r *DistributedLockReconciler) tryGrant(ctx context.Context, s *lockScope, 
 		s.retryErr = fmt.Errorf("acquiring %s: %w", s.key, err)
 		return false, nil
 	}
+	_, inRecord := backends.AsRecordKeeper(s.backend)
+	lease = heldFromRecord(lease, s.now, inRecord)
 	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
 	rec := locksv1alpha1.LockHolder{
 		Claim:           c.Name,
@@ -287,6 +289,22 @@ func (r *DistributedLockReconciler) tryGrant(ctx context.Context, s *lockScope, 
 	s.lock.Status.Holders = append(s.lock.Status.Holders, rec)
 	s.grants = append(s.grants, grant{claim: c, lease: lease, record: len(s.lock.Status.Holders) - 1})
 	return true, nil
+}
+
+// heldFromRecord is the lease the Renewer keeps for a grant recorded at now. A backend that
+// keeps its holds in the lock record judges each hold from the record's acquireTime (a new
+// leader resuming it, HoldAlive), which is now, the pass's clock reading; TryAcquire read the
+// clock again, later, after the pass's writes before it. Both must be one instant: with the wall
+// clock stepped ahead between the two readings, the Renewer judged the hold from the later one
+// and kept it, while the record's rule, from the earlier one, said it had lapsed in the step
+// (the reliability harness's kubernetes/clock-forward, run seed 138508: a claim Held 2.75 s on a
+// key its record no longer held). The earlier instant is the safe one: it lapses no later.
+// Other backends keep the lease they returned: their own store decides when it expires.
+func heldFromRecord(lease backends.Lease, now time.Time, inRecord bool) backends.Lease {
+	if inRecord {
+		lease.AcquireTime, lease.ExpireTime = now, now.Add(lease.TTL)
+	}
+	return lease
 }
 
 // acquirer is the backend call that takes the lock in mode for a backend identity; nil when the
