@@ -43,34 +43,44 @@ const (
 	indexLockBackend = "spec.backendRef.name"
 )
 
-// SetupIndexes registers the field indexes every reconciler relies on. Call it once, before the
-// reconcilers are set up.
-func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
+// fieldIndex is one field index: the objects it indexes, its field name and how to read it.
+type fieldIndex struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+// fieldIndexes are the field indexes every reconciler relies on.
+var fieldIndexes = []fieldIndex{
+	{&locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.LockClaim).Spec.LockName}
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
+	}},
+	{&locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
 		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {
 			return []string{h.PodName}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
+	}},
+	{&locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
 		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.LeaseName != "" {
 			return []string{h.LeaseName}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	return idx.IndexField(ctx, &locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
+	}},
+	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
-	})
+	}},
+}
+
+// SetupIndexes registers the field indexes every reconciler relies on. Call it once, before the
+// reconcilers are set up.
+func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
+	for _, ix := range fieldIndexes {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // claimsOfLock lists the claims (from the cache) that name lock.

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -171,7 +172,7 @@ type lockStep func(context.Context, *lockScope) error
 
 // Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
 // the lock record and then its claims.
-func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	defer r.passes.lock(req.NamespacedName)()
 	s, err := r.load(ctx, req.NamespacedName)
 	switch {
@@ -183,6 +184,10 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	case s.lock == nil:
 		return ctrl.Result{}, r.reconcileOrphans(ctx, s)
 	}
+	// Every way out of the pass either records the backend holds it took (writeLock) or gives
+	// them back here: a step that fails after an acquire must not leave a key on the backend
+	// that no lock record names until its TTL runs out.
+	defer func() { err = errors.Join(err, r.giveBack(ctx, s)) }()
 	if s.lock.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(s.lock, locksv1alpha1.Finalizer) {
 		if err := r.Update(ctx, s.lock); err != nil {
 			return ctrl.Result{}, err
@@ -248,23 +253,10 @@ func (r *DistributedLockReconciler) NotifyLost(claim types.NamespacedName) {
 // Leases, its backend, and
 // the Renewer's and backends' news.
 func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 8
-	}
-	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
-	r.free = newFreeWatches(r.wake)
-	r.written = newOwnWrites()
-	r.passes = newPassLocks()
-	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
+	r.prepare()
 	if err := mgr.Add(r.refresh); err != nil {
 		return err
 	}
-	r.lowRounds = map[types.NamespacedName]*lowRound{}
-	r.heartbeats = heartbeat.NewTracker()
-	r.Keys.OnRelease(r.wake)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
@@ -277,6 +269,25 @@ func (r *DistributedLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).
 		Named("distributedlock").
 		Complete(r)
+}
+
+// prepare sets the defaults and makes the in-process stores that passes share. SetupWithManager
+// calls it; so do the step tests, which run passes without a manager.
+func (r *DistributedLockReconciler) prepare() {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 8
+	}
+	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
+	r.free = newFreeWatches(r.wake)
+	r.written = newOwnWrites()
+	r.passes = newPassLocks()
+	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
+	r.lowRounds = map[types.NamespacedName]*lowRound{}
+	r.heartbeats = heartbeat.NewTracker()
+	r.Keys.OnRelease(r.wake)
 }
 
 // lockOfClaim maps a claim to the lock it names.

@@ -39,9 +39,9 @@ import (
 // release, grant and token), then the claims (the new holder first), then finalizers.
 
 // writeLock writes the lock record if the pass changed it: by a compare-and-swap on the
-// resourceVersion it read, which is also where a new grant's fencing token comes from. If the
-// write fails, a backend hold taken in this pass is given back: nothing is held that the record
-// does not name.
+// resourceVersion it read, which is also where a new grant's fencing token comes from. Once the
+// record is written the pass's grants are recorded; if the write fails, Reconcile gives back the
+// backend holds taken in this pass: nothing is held that the record does not name.
 func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope) error {
 	lock := s.lock
 	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
@@ -55,7 +55,7 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 	if len(s.grants) > 0 {
 		tokens, err := issueTokens(s.readLock, len(s.grants))
 		if err != nil {
-			return errors.Join(err, r.giveBack(ctx, s))
+			return err
 		}
 		for i, g := range s.grants {
 			lock.Status.Holders[g.record].FencingToken = tokens[i]
@@ -63,10 +63,10 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 		}
 	}
 	if err := checkGuard(r.Guard); err != nil {
-		return errors.Join(err, r.giveBack(ctx, s))
+		return err
 	}
 	if err := r.Status().Update(ctx, lock); err != nil {
-		return errors.Join(client.IgnoreNotFound(err), r.giveBack(ctx, s))
+		return client.IgnoreNotFound(err)
 	}
 	r.written.note(lock)
 	for _, g := range s.grants {
@@ -77,6 +77,7 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
 		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
+	s.grants = nil // recorded: nothing is left to give back
 	return nil
 }
 
@@ -102,7 +103,8 @@ func issueTokens(lock *locksv1alpha1.DistributedLock, n int) ([]int64, error) {
 	return tokens, nil
 }
 
-// giveBack releases the backend holds taken in this pass, whose grants could not be recorded.
+// giveBack releases the backend holds taken in this pass whose grants were not recorded (none
+// once writeLock succeeded).
 func (r *DistributedLockReconciler) giveBack(ctx context.Context, s *lockScope) error {
 	grants := s.grants
 	s.grants = nil
