@@ -27,6 +27,9 @@ package controller
 //     readers cannot starve a writer;
 //   - on a lock of one place every hold is exclusive, whatever the claims asked for;
 //   - a lock whose places were lowered below its holders grants nothing until enough have left.
+//
+// A claim whose holder does not exist yet (a pod or heartbeat Lease never seen) is not in the
+// queue at all: it waits aside, so that it never blocks the claims behind it (serveQueue).
 
 // grantMode is how a claim holds, or would hold, a lock.
 type grantMode int
@@ -53,9 +56,6 @@ type waiterSlot struct {
 	// identity is the holder identity the claim would hold with: claims of one identity share
 	// one place.
 	identity string
-	// blocked: the claim cannot be granted in this pass (its pod or heartbeat Lease is not
-	// there yet, a lock delay runs); it keeps its place, and so do those behind it.
-	blocked bool
 }
 
 // holdSlot is what planGrants needs of one current hold.
@@ -78,9 +78,6 @@ func planGrants(queue []waiterSlot, holds []holdSlot, maxHolders int32) int {
 	}
 	n := 0
 	for _, w := range queue {
-		if w.blocked {
-			break
-		}
 		if w.mode == grantExclusive {
 			if n == 0 && len(taken) == 0 {
 				n = 1

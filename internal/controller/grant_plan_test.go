@@ -23,7 +23,7 @@ import (
 )
 
 // slots builds a queue or a set of holds from a compact spelling: "S" a Shared claim, "X" an
-// Exclusive one, "-" (after S or X) a blocked waiter, and "=n" an identity shared with the other
+// Exclusive one, and "=n" an identity shared with the other
 // entries that say "=n" (default: every entry its own identity).
 func slots(spec string) ([]waiterSlot, []holdSlot) {
 	var ws []waiterSlot
@@ -37,7 +37,7 @@ func slots(spec string) ([]waiterSlot, []holdSlot) {
 		if j := strings.IndexByte(f, '='); j >= 0 {
 			id = "shared" + f[j+1:]
 		}
-		ws = append(ws, waiterSlot{mode: mode, identity: id, blocked: strings.Contains(f, "-")})
+		ws = append(ws, waiterSlot{mode: mode, identity: id})
 		hs = append(hs, holdSlot{mode: mode, identity: "held-" + id})
 	}
 	return ws, hs
@@ -65,8 +65,6 @@ func TestPlanGrants(t *testing.T) {
 		{"maxHolders lowered below the holders: nothing until enough leave", "S", "S S S", 2, 0},
 		{"maxHolders lowered to the holders: nothing", "S", "S S", 2, 0},
 		{"maxHolders raised: the new places are granted at once", "S S S", "S S", 4, 2},
-		{"a blocked head keeps its place and blocks the queue", "S- S S", "", 3, 0},
-		{"a blocked claim in the run stops it there", "S S- S", "", 3, 1},
 		{"claims of one identity share one place", "S=a S=a S S", "", 2, 3},
 		{"zero or negative maxHolders is one place", "X X", "", 0, 1},
 	}

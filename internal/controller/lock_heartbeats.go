@@ -84,7 +84,7 @@ func (s *lockScope) heartbeatVerdict(c *locksv1alpha1.LockClaim) podliveness.Ver
 
 // judgeHeartbeat adds to a waiting claim's verdict what its heartbeat Lease says: a claimant
 // that stopped renewing (or deleted its Lease) while it waited will never use the lock, so its
-// wait ends as a dead pod's does; a Lease not there yet keeps the claim in its place, ungranted.
+// wait ends as a dead pod's does; a claim whose Lease is not there yet waits aside, ungranted.
 func (s *lockScope) judgeHeartbeat(c *locksv1alpha1.LockClaim, v waiterVerdict) waiterVerdict {
 	h := c.Spec.Holder
 	if v.end != nil || h == nil || h.LeaseName == "" {
@@ -94,11 +94,11 @@ func (s *lockScope) judgeHeartbeat(c *locksv1alpha1.LockClaim, v waiterVerdict) 
 	switch {
 	case !ok || hb.State == heartbeat.Alive:
 	case hb.State == heartbeat.Missing:
-		v.heartbeatMissing = fmt.Sprintf("Heartbeat Lease %s does not exist in namespace %s, or lacks the label %s: \"true\"; the claim waits for it",
-			h.LeaseName, c.Namespace, locksv1alpha1.HeartbeatLabel)
+		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
+			"Heartbeat Lease %s does not exist in namespace %s, or lacks the label %s: \"true\"", h.LeaseName, c.Namespace, locksv1alpha1.HeartbeatLabel)}
 	case hb.State == heartbeat.Invalid:
-		v.heartbeatMissing = fmt.Sprintf("Heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds; the claim waits for it to be set",
-			h.LeaseName, c.Namespace)
+		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
+			"Heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds", h.LeaseName, c.Namespace)}
 	default:
 		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated, message: "The holder will never get the lock: " + hb.Reason}
 	}

@@ -110,6 +110,8 @@ type waiterFacts struct {
 	lockDeleting bool
 	// lockName names the lock, for messages.
 	lockName string
+	// namespace is the claim's namespace, for messages.
+	namespace string
 	// podName is the holder pod's name; empty for a detached claim.
 	podName string
 	// pod is the holder pod from the cache, nil when absent.
@@ -122,11 +124,9 @@ type waiterFacts struct {
 type waiterVerdict struct {
 	// end is set when the claim stops waiting for good.
 	end *ending
-	// podMissing: its pod does not exist yet, so it cannot be granted now (it keeps its place).
-	podMissing bool
-	// heartbeatMissing, when set, says why its heartbeat Lease cannot be judged yet (absent):
-	// it keeps its place and is not granted (lock_heartbeats.go).
-	heartbeatMissing string
+	// missing, when set, says that its holder (a pod, or a heartbeat Lease: lock_heartbeats.go)
+	// does not exist yet: it cannot be granted now, and waits aside.
+	missing *missingHolder
 }
 
 // judgeWaiter decides whether a waiting claim goes on waiting: not when its lock is going or its
@@ -142,13 +142,47 @@ func judgeWaiter(f waiterFacts) waiterVerdict {
 	}
 	if f.pod == nil && f.podUID == "" {
 		// The pod may not have been created yet: wait for it (the Pod watch wakes the lock).
-		return waiterVerdict{podMissing: true}
+		return waiterVerdict{missing: &missingHolder{reason: locksv1alpha1.ReasonPodNotFound,
+			what: fmt.Sprintf("Pod %s does not exist in namespace %s", f.podName, f.namespace)}}
 	}
 	if v := podliveness.Check(f.pod, f.podName, f.podUID); !v.Alive {
 		return waiterVerdict{end: &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated,
 			message: "The holder will never get the lock: " + v.Reason}}
 	}
 	return waiterVerdict{}
+}
+
+// holderMissingLimit is how long a claim may name a holder that does not exist (a pod or a
+// heartbeat Lease never seen) before it fails. Such a claim waits aside and blocks nobody, so the
+// limit is not about the queue: it turns a typo or a holder that will never come into a Failed
+// claim while someone is still looking, instead of a claim that waits for ever. Two minutes is far
+// more than the moments between a claim and a holder created together (a client creates the
+// claim, then its Lease; a StatefulSet's pod follows its claim within seconds), and well within
+// the time a person watching a rollout waits before looking.
+const holderMissingLimit = 2 * time.Minute
+
+// missingHolder is what a pass knows of a waiting claim whose holder does not exist yet.
+type missingHolder struct {
+	// reason is the condition reason that names what is missing (PodNotFound, HeartbeatNotFound).
+	reason string
+	// what says what is missing, as a sentence that starts a message ("Pod web-0 does not exist
+	// in namespace team").
+	what string
+	// created is the claim's creationTimestamp, from which the limit counts.
+	created time.Time
+}
+
+// judgeMissingHolder decides for a claim that waits aside for its holder: it fails once
+// holderMissingLimit has passed since the claim was created; until then it waits, with a message
+// that says it blocks nobody and when it gives up, and the pass looks again at that moment.
+func judgeMissingHolder(m missingHolder, now time.Time) (end *ending, message string, wait time.Duration) {
+	deadline := m.created.Add(holderMissingLimit)
+	if !now.Before(deadline) {
+		return &ending{phase: locksv1alpha1.ClaimFailed, reason: m.reason,
+			message: fmt.Sprintf("%s; gave up after %s (create the holder before or with its claim)", m.what, holderMissingLimit)}, "", 0
+	}
+	return nil, fmt.Sprintf("%s; the claim waits aside for it, behind no one and blocking no one, and fails at %s if it is still missing",
+		m.what, deadline.UTC().Format(time.RFC3339)), deadline.Sub(now)
 }
 
 // timedOutEnding is how a claim ends whose wait is over.

@@ -127,8 +127,42 @@ func TestJudgeWaiter(t *testing.T) {
 		if got.end != nil {
 			reason = got.end.reason
 		}
-		if reason != c.wantEnd || got.podMissing != c.wantMissing {
-			t.Errorf("%s: end %q, podMissing %v; want %q, %v", c.name, reason, got.podMissing, c.wantEnd, c.wantMissing)
+		missing := got.missing != nil
+		if reason != c.wantEnd || missing != c.wantMissing {
+			t.Errorf("%s: end %q, missing %v; want %q, %v", c.name, reason, missing, c.wantEnd, c.wantMissing)
+		}
+		if missing && got.missing.reason != locksv1alpha1.ReasonPodNotFound {
+			t.Errorf("%s: missing reason %q, want %s", c.name, got.missing.reason, locksv1alpha1.ReasonPodNotFound)
+		}
+	}
+}
+
+func TestJudgeMissingHolder(t *testing.T) {
+	created := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	m := missingHolder{reason: locksv1alpha1.ReasonPodNotFound, what: "Pod web-0 does not exist in namespace team", created: created}
+	cases := []struct {
+		name     string
+		now      time.Time
+		wantEnd  bool
+		wantWait time.Duration
+		wantMsg  string
+	}{
+		{"just created: waits aside until the limit", created, false, holderMissingLimit,
+			"Pod web-0 does not exist in namespace team; the claim waits aside for it, behind no one and blocking no one, and fails at 2026-12-04T10:02:00Z if it is still missing"},
+		{"a second before the limit: still waits", created.Add(holderMissingLimit - time.Second), false, time.Second, ""},
+		{"at the limit: fails", created.Add(holderMissingLimit), true, 0, ""},
+		{"long after: fails", created.Add(time.Hour), true, 0, ""},
+	}
+	for _, c := range cases {
+		end, msg, wait := judgeMissingHolder(m, c.now)
+		if (end != nil) != c.wantEnd || wait != c.wantWait {
+			t.Errorf("%s: end %v, wait %s; want end %v, wait %s", c.name, end, wait, c.wantEnd, c.wantWait)
+		}
+		if c.wantMsg != "" && msg != c.wantMsg {
+			t.Errorf("%s: message %q, want %q", c.name, msg, c.wantMsg)
+		}
+		if end != nil && (end.phase != locksv1alpha1.ClaimFailed || end.reason != m.reason || end.unreleased) {
+			t.Errorf("%s: ending %+v, want Failed with reason %s", c.name, end, m.reason)
 		}
 	}
 }

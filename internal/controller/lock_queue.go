@@ -60,21 +60,25 @@ func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
 	return string(c.UID)
 }
 
-// queued is a claim that waits, with what the pass found about it.
+// queued is a claim that waits in the queue, with what the pass found about it.
 type queued struct {
 	claim *locksv1alpha1.LockClaim
-	// podMissing: its pod does not exist yet.
-	podMissing bool
-	// heartbeatMissing, when set, says why its heartbeat Lease is not there yet.
-	heartbeatMissing string
 	// tried: it was the head and the pass tried the backend for it (its status says how that went).
 	tried bool
 }
 
+// aside is a claim that waits outside the queue for its holder to exist.
+type aside struct {
+	claim   *locksv1alpha1.LockClaim
+	missing missingHolder
+}
+
 // serveQueue ends the waits that are over, lets reentrant claims join the hold, and tries the
-// backend for the head of the queue when the lock is free.
+// backend for the head of the queue when the lock is free. A claim whose holder does not exist
+// yet waits aside: it is not in the queue, so it never blocks the claims behind it.
 func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	var queue []*queued
+	var asides []aside
 	for _, c := range s.claims {
 		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() {
 			continue
@@ -87,17 +91,20 @@ func (r *DistributedLockReconciler) serveQueue(ctx context.Context, s *lockScope
 			}
 		}
 		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
-			podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
+			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
 		v = s.judgeHeartbeat(c, v)
-		if v.end != nil {
+		switch {
+		case v.end != nil:
 			r.endClaim(s, c, v.end)
-			continue
+		case v.missing != nil:
+			m := *v.missing
+			m.created = c.CreationTimestamp.Time
+			asides = append(asides, aside{claim: c, missing: m})
+		case !r.joinHold(s, c):
+			queue = append(queue, &queued{claim: c})
 		}
-		if !v.podMissing && v.heartbeatMissing == "" && r.joinHold(s, c) {
-			continue
-		}
-		queue = append(queue, &queued{claim: c, podMissing: v.podMissing, heartbeatMissing: v.heartbeatMissing})
 	}
+	r.markAside(s, asides)
 	delayed := s.lockDelayed()
 	planned := 0
 	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
@@ -153,7 +160,7 @@ func (s *lockScope) claimMode(c *locksv1alpha1.LockClaim) grantMode {
 func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
 	slots := make([]waiterSlot, len(queue))
 	for i, q := range queue {
-		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim), blocked: q.podMissing || q.heartbeatMissing != ""}
+		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim)}
 	}
 	return slots
 }
@@ -393,11 +400,6 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, del
 			markWaiting(c, 0, false, unusableReason(s.unusable), s.unusable.Message)
 		case s.conflict != nil:
 			markWaiting(c, 0, false, s.conflict.Reason, s.conflict.Message)
-		case q.podMissing:
-			markWaiting(c, position, false, locksv1alpha1.ReasonPodNotFound,
-				fmt.Sprintf("Pod %s does not exist in namespace %s; the claim waits for it", c.Spec.Holder.PodName, c.Namespace))
-		case q.heartbeatMissing != "":
-			markWaiting(c, position, false, locksv1alpha1.ReasonHeartbeatNotFound, q.heartbeatMissing)
 		case q.tried:
 			// tryHead said how it went.
 		case delayed && position == 1 && len(holders) == 0:
@@ -407,6 +409,29 @@ func (r *DistributedLockReconciler) markQueue(s *lockScope, queue []*queued, del
 			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holders, position))
 		}
 		s.waiters = append(s.waiters, c)
+	}
+}
+
+// markAside sets the status of the claims that wait aside for a holder that does not exist yet,
+// and ends those whose wait is over: their own waitTimeoutSeconds, or holderMissingLimit. They
+// have no place in the queue (position 0), and the lock's waiting count leaves them out.
+func (r *DistributedLockReconciler) markAside(s *lockScope, asides []aside) {
+	for _, a := range asides {
+		c := a.claim
+		if deadline, ok := waitDeadline(c); ok {
+			if !s.now.Before(deadline) {
+				r.endClaim(s, c, timedOutEnding(*c.Spec.WaitTimeoutSeconds))
+				continue
+			}
+			s.wait = soonest(s.wait, deadline.Sub(s.now))
+		}
+		end, message, wait := judgeMissingHolder(a.missing, s.now)
+		if end != nil {
+			r.endClaim(s, c, end)
+			continue
+		}
+		s.wait = soonest(s.wait, wait)
+		markWaiting(c, 0, false, a.missing.reason, message)
 	}
 }
 

@@ -85,3 +85,50 @@ func TestStepFailedGrantGivesBack(t *testing.T) {
 		t.Fatalf("claim a Held after a pass that recorded nothing")
 	}
 }
+
+// TestStepMissingHolderWaitsAside: a claim at the head of the queue whose holder does not exist
+// (a pod never created, a heartbeat Lease never created) waits aside with a reason that names what
+// is missing, the claims behind it are served, and it fails once holderMissingLimit has passed.
+// Before, it kept its place and every claim behind it waited for ever, saying only Queued (issue
+// 37, bug 2).
+func TestStepMissingHolderWaitsAside(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		holder locksv1alpha1.ClaimHolder
+		reason string
+	}{
+		{"a pod never created", locksv1alpha1.ClaimHolder{PodName: "web-0"}, locksv1alpha1.ReasonPodNotFound},
+		{"a heartbeat Lease never created", locksv1alpha1.ClaimHolder{LeaseName: "hb"}, locksv1alpha1.ReasonHeartbeatNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStepEnv(t, interceptor.Funcs{})
+			e.lock("db")
+			e.claim("ghost", "db", func(c *locksv1alpha1.LockClaim) { c.Spec.Holder = tc.holder.DeepCopy() })
+			e.claim("next", "db")
+			e.mustPass("db") // takes the key
+			res := e.mustPass("db")
+
+			if next := e.getClaim("next"); next.Status.Phase != locksv1alpha1.ClaimHeld {
+				t.Fatalf("the claim behind the missing holder's: phase %q, want Held", next.Status.Phase)
+			}
+			ghost := e.getClaim("ghost")
+			if got := acquiredReason(&ghost.Status); ghost.Status.Phase != locksv1alpha1.ClaimPending || got != tc.reason || ghost.Status.QueuePosition != 0 {
+				t.Fatalf("the missing holder's claim: phase %q reason %q position %d, want Pending, %s, 0",
+					ghost.Status.Phase, got, ghost.Status.QueuePosition, tc.reason)
+			}
+			if res.RequeueAfter <= 0 || res.RequeueAfter > holderMissingLimit*11/10 {
+				t.Fatalf("the pass looks again in %s, want at most the limit (with jitter)", res.RequeueAfter)
+			}
+
+			e.clock.Step(holderMissingLimit)
+			e.mustPass("db")
+			ghost = e.getClaim("ghost")
+			if got := acquiredReason(&ghost.Status); ghost.Status.Phase != locksv1alpha1.ClaimFailed || got != tc.reason {
+				t.Fatalf("after the limit: phase %q reason %q, want Failed, %s", ghost.Status.Phase, got, tc.reason)
+			}
+			if next := e.getClaim("next"); next.Status.Phase != locksv1alpha1.ClaimHeld {
+				t.Fatalf("the holder lost its hold when the claim ahead failed: phase %q", next.Status.Phase)
+			}
+		})
+	}
+}
