@@ -50,26 +50,31 @@ type UnusableError struct {
 func (e *UnusableError) Error() string { return e.Message }
 
 // LockBackendUse is what a lock's pass needs of its backend: the session (nil when the backend
-// cannot be used now), the backend's name, and where the lock's key lives on it.
+// cannot be used now), the backend's name, the store it reaches, and where the lock's key lives
+// on it.
 type LockBackendUse struct {
-	Session   backends.Backend
-	Name      string
+	Session backends.Backend
+	Name    string
+	// Store is the identity of the store the backend reaches (registry.StoreOf), which keys the
+	// key ledger: every LockBackend of one store shares its keys (DESIGN §2).
+	Store     string
 	KeyPolicy locksv1alpha1.KeyPolicy
 }
 
-// ForLock returns lock's backend: its session, name and key policy, read from one look at the
-// LockBackend. An *UnusableError means the lock cannot be granted now (fail closed); Name and
-// KeyPolicy are set then too, so that the pass can still name the lock's key. Other errors are
-// transient API errors.
+// ForLock returns lock's backend: its session, name, store and key policy, read from one look at
+// the LockBackend. An *UnusableError means the lock cannot be granted now (fail closed); Name,
+// Store and KeyPolicy are set then too, so that the pass can still name the lock's key. Other
+// errors are transient API errors.
 func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (LockBackendUse, error) {
 	use := LockBackendUse{Name: lock.BackendName(), KeyPolicy: locksv1alpha1.KeyPolicyNamespaced}
 	lb, err := r.lockBackend(ctx, use.Name)
 	if err != nil {
-		// No such backend (an *UnusableError): nothing is granted on it, and Namespaced is the
-		// key its locks had.
+		// No such backend (an *UnusableError): nothing is granted on it, Namespaced is the key
+		// its locks had, and its store is known only by its name, which no other backend shares.
+		use.Store = registry.MissingStore(use.Name)
 		return use, err
 	}
-	use.KeyPolicy = keyPolicyOf(lb)
+	use.Store, use.KeyPolicy = registry.StoreOf(lb), keyPolicyOf(lb)
 	if lb != nil && lb.Spec.NamespaceSelector != nil {
 		if err := r.admits(ctx, lb, lock.Namespace); err != nil {
 			return use, err

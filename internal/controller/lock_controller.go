@@ -120,6 +120,9 @@ type lockScope struct {
 	backend backends.Backend
 	// backendName names the lock's LockBackend.
 	backendName string
+	// store is the identity of the store the LockBackend reaches (registry.StoreOf): the key
+	// ledger's key, shared by every LockBackend of the store.
+	store string
 	// unusable says why the backend cannot be used now; nil when it can.
 	unusable *UnusableError
 	// conflict says which lock took this lock's backend key first; nil when this lock owns it.

@@ -83,7 +83,7 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 	default:
 		s.backend = use.Session
 	}
-	s.backendName = use.Name
+	s.backendName, s.store = use.Name, use.Store
 	s.key = lock.BackendKey(use.KeyPolicy)
 	if lock.DeletionTimestamp.IsZero() {
 		if s.conflict, err = r.takeKey(ctx, s); err != nil {
@@ -93,14 +93,14 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 	return s, nil
 }
 
-// takeKey makes the lock the owner of its backend key in the key ledger, or says which lock
-// took it first. When the key passes to this lock now, the pass grants nothing and writes the
-// lock (its last token moves up by one): the next pass's grant is then preconditioned on a
-// resourceVersion above every write of the key's earlier owners, so that its token is above
-// theirs (package fencing).
+// takeKey makes the lock the owner of its key in its store in the key ledger, or says which lock
+// took it first, through whichever LockBackend of the store. When the key passes to this lock
+// now, the pass grants nothing and writes the lock (its last token moves up by one): the next
+// pass's grant is then preconditioned on a resourceVersion above every write of the key's earlier
+// owners, so that its token is above theirs (package fencing).
 func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (*UnusableError, error) {
 	self := ownerOf(s.lock)
-	owner, taken, err := r.Keys.Take(ctx, s.backendName, s.key, self)
+	owner, taken, err := r.Keys.Take(ctx, ledgerKey(s), self)
 	switch {
 	case err != nil:
 		return nil, err
@@ -125,15 +125,21 @@ const keyConflictRetry = 30 * time.Second
 const keyTakenRetry = 100 * time.Millisecond
 
 // keyConflict says which lock took lock's key first: by name within the namespace, and only as
-// "another lock" across namespaces, which a namespace user is not told about.
+// "another lock" across namespaces, which a namespace user is not told about. It names this
+// lock's backend, not the store (an address) nor the other lock's backend.
 func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, backend string) *UnusableError {
 	other := "Another DistributedLock"
 	if owner.Namespace == lock.Namespace {
 		other = "DistributedLock " + owner.Name
 	}
 	return &UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: fmt.Sprintf(
-		"%s resolves to the same key on backend %s and took it first; this lock grants nothing until that lock is deleted (give this one another spec.key)",
+		"%s resolves to the same key in the store of backend %s and took it first; this lock grants nothing until that lock is deleted (give this one another spec.key)",
 		other, backend)}
+}
+
+// ledgerKey is the pass's key in its store, as the key ledger records it.
+func ledgerKey(s *lockScope) keyledger.Key {
+	return keyledger.Key{Store: s.store, Backend: s.backendName, Name: s.key}
 }
 
 // ownerOf is lock as a key ledger owner.

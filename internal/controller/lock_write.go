@@ -265,7 +265,7 @@ func (r *DistributedLockReconciler) finishDeletes(ctx context.Context, s *lockSc
 		return nil
 	}
 	// The key goes before the lock: another lock that waits for it may take it at once.
-	if err := r.Keys.Release(ctx, s.backendName, s.key, ownerOf(s.lock)); err != nil {
+	if err := r.Keys.Release(ctx, ledgerKey(s), ownerOf(s.lock)); err != nil {
 		return err
 	}
 	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)

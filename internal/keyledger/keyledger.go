@@ -14,22 +14,33 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package keyledger records which DistributedLock owns each backend key, so that two locks
+// Package keyledger records which DistributedLock owns each key in each store, so that two locks
 // that resolve to one key never both grant it.
 //
-// Two DistributedLocks can name one key: two locks of a namespace with the same spec.key, or two
-// namespaces' locks on a Verbatim backend. On an external store the store itself excludes, but
-// each lock would issue its own fencing tokens, which could then go backwards between holders;
-// on the built-in backend each lock's own record is the hold, so both would grant. The ledger
-// makes one of them the owner: one Lease per (backend, key) in the controller's namespace, named
-// after a hash of the two, created by the first lock that uses the key. Creation is the
-// API server's compare-and-swap, so the first lock to get there wins even when both were
-// created at once; a later lock finds the Lease and reports the conflict. The Lease is deleted
-// with its lock, and a lock that finds it owned by a lock that no longer exists (its finalizer
-// was removed by hand) takes it over, again by a preconditioned write.
+// Two DistributedLocks can name one key: two locks of a namespace with the same spec.key, two
+// namespaces' locks on a Verbatim backend, or two locks on two LockBackends that reach one store
+// (two LockBackends for one Redis server and db; a new LockBackend made to change keyPolicy). On
+// an external store the store itself excludes, but each lock would issue its own fencing tokens,
+// which could then go backwards between holders; on the built-in backend each lock's own record
+// is the hold, so both would grant. The ledger makes one of them the owner: one Lease per (store,
+// key) in the controller's namespace, named after a hash of the two, created by the first lock
+// that uses the key. The store is the store's identity (registry.StoreOf), not the LockBackend's
+// name, so that every LockBackend reaching one store shares the rule (DESIGN §2). Creation is the
+// API server's compare-and-swap, so the first lock to get there wins even when both were created
+// at once; a later lock finds the Lease and reports the conflict. The Lease is deleted with its
+// lock, and a lock that finds it owned by a lock that no longer exists (its finalizer was removed
+// by hand) takes it over, again by a preconditioned write.
 //
-// The ledger costs one create in a lock's life and one delete at its end: a lock's ownership is
-// remembered in memory once confirmed, since only the owner's deletion can end it.
+// Earlier versions named the Lease after the LockBackend's name and the key (legacyLeaseName).
+// Such a Lease still says who owns the key: before a lock creates the store's Lease it reads the
+// legacy one, and yields to a live other owner named there, or, when it is the owner itself,
+// carries its ownership over to the store's Lease (its tokens go on as before) and deletes the
+// legacy Lease. So an upgrade never hands a key to whichever lock's pass runs first.
+//
+// The ledger costs one create (and one read of the legacy name) in a lock's life and one delete at
+// its end: a lock's ownership is remembered in memory once confirmed, since only the owner's
+// deletion can end it. Each Lease is labelled with its owner's UID, so that the lock's end finds
+// every Lease it owns, also those of a store its LockBackend pointed at before an edit.
 package keyledger
 
 import (
@@ -50,10 +61,14 @@ import (
 const (
 	// LedgerLabel marks the ledger's Leases (kubectl get leases -l locks.lockwarden.io/key-ledger).
 	LedgerLabel = "locks.lockwarden.io/key-ledger"
-	// BackendAnnotation, KeyAnnotation and LockAnnotation say, for people, which backend and key
-	// a ledger Lease is for and which lock (namespace/name) owns it; the owner's UID is the
-	// Lease's holderIdentity.
+	// OwnerLabel is the owner lock's UID, by which the lock's end finds every Lease it owns.
+	OwnerLabel = "locks.lockwarden.io/key-ledger-owner"
+	// BackendAnnotation, StoreAnnotation, KeyAnnotation and LockAnnotation say, for people, which
+	// LockBackend the owner reaches the store through, which store (registry.StoreOf) and key a
+	// ledger Lease is for, and which lock (namespace/name) owns it; the owner's UID is the Lease's
+	// holderIdentity.
 	BackendAnnotation = "locks.lockwarden.io/backend"
+	StoreAnnotation   = "locks.lockwarden.io/store"
 	KeyAnnotation     = "locks.lockwarden.io/key"
 	LockAnnotation    = "locks.lockwarden.io/lock"
 )
@@ -69,6 +84,18 @@ type Owner struct {
 
 // String is namespace/name.
 func (o Owner) String() string { return o.Namespace + "/" + o.Name }
+
+// Key is one key in one store, as a lock reaches it.
+type Key struct {
+	// Store is the store's identity (registry.StoreOf): the same for every LockBackend that
+	// reaches the store. The ledger Lease is named after it.
+	Store string
+	// Backend names the LockBackend the lock reaches the store through: shown on the Lease for
+	// people, and the name earlier versions gave the Lease (legacyLeaseName).
+	Backend string
+	// Name is the key on the store.
+	Name string
+}
 
 // Alive tells whether owner still exists (the same name with the same UID). A lock being deleted
 // is still alive: it may still hold its key until its finalizer ends.
@@ -106,18 +133,29 @@ func (l *Ledger) OnRelease(wake func(types.NamespacedName)) {
 	l.wake = wake
 }
 
-// LeaseName is the name of the ledger Lease of key on backend.
-func LeaseName(backend, key string) string {
-	sum := sha256.Sum256([]byte(backend + "\x00" + key))
+// LeaseName is the name of the ledger Lease of key in store.
+func LeaseName(store, key string) string {
+	return hashedName("store\x00" + store + "\x00" + key)
+}
+
+// legacyLeaseName is the name earlier versions gave the ledger Lease of key on the LockBackend
+// called backend; Take and Release still read it, so that an upgrade keeps every key's owner.
+func legacyLeaseName(backend, key string) string {
+	return hashedName(backend + "\x00" + key)
+}
+
+// hashedName is a Lease name for s: a hash, since keys may hold any character.
+func hashedName(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return "lockwarden-key-" + hex.EncodeToString(sum[:20])
 }
 
-// Take makes lock the owner of key on backend unless another live lock owns it, and returns the
-// owner: lock itself, or the other lock. taken says that the key passed to lock in this call
-// (it was free, or its owner was gone): the lock's tokens must then continue above every token
-// an earlier owner of the key issued, which the caller sees to.
-func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (owner Owner, taken bool, err error) {
-	name := LeaseName(backend, key)
+// Take makes lock the owner of k unless another live lock owns it, and returns the owner: lock
+// itself, or the other lock. taken says that the key passed to lock in this call (it was free, or
+// its owner was gone): the lock's tokens must then continue above every token an earlier owner of
+// the key issued, which the caller sees to.
+func (l *Ledger) Take(ctx context.Context, k Key, lock Owner) (owner Owner, taken bool, err error) {
+	name := LeaseName(k.Store, k.Name)
 	if l.remembered(name, lock.UID) {
 		return lock, false, nil
 	}
@@ -126,17 +164,13 @@ func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (own
 		err := l.reader.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: name}, lease)
 		switch {
 		case apierrors.IsNotFound(err):
-			err = l.writer.Create(ctx, newLease(l.namespace, name, backend, key, lock))
-			if apierrors.IsAlreadyExists(err) {
+			owner, taken, retry, err := l.create(ctx, name, k, lock)
+			if retry {
 				continue // another lock created it first: read whose it is
 			}
-			if err != nil {
-				return Owner{}, false, fmt.Errorf("recording lock %s as the owner of key %q: %w", lock, key, err)
-			}
-			l.remember(name, lock)
-			return lock, true, nil
+			return owner, taken, err
 		case err != nil:
-			return Owner{}, false, fmt.Errorf("reading the owner of key %q: %w", key, err)
+			return Owner{}, false, fmt.Errorf("reading the owner of key %q: %w", k.Name, err)
 		}
 		owner := ownerOf(lease)
 		if owner.UID == lock.UID {
@@ -153,45 +187,128 @@ func (l *Ledger) Take(ctx context.Context, backend, key string, lock Owner) (own
 		}
 		// The owner is gone without letting the key go: take it over, by a write
 		// preconditioned on what was read.
-		setOwner(lease, backend, key, lock)
+		setOwner(lease, k, lock)
 		switch err := l.writer.Update(ctx, lease); {
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return Owner{}, false, fmt.Errorf("taking over key %q from lock %s, which no longer exists: %w", key, owner, err)
+			return Owner{}, false, fmt.Errorf("taking over key %q from lock %s, which no longer exists: %w", k.Name, owner, err)
 		}
 		l.remember(name, lock)
 		return lock, true, nil
 	}
-	return Owner{}, false, fmt.Errorf("recording the owner of key %q: other writers kept changing it", key)
+	return Owner{}, false, fmt.Errorf("recording the owner of key %q: other writers kept changing it", k.Name)
 }
 
-// Release lets key on backend go if lock owns it, and wakes the locks that waited for it.
-func (l *Ledger) Release(ctx context.Context, backend, key string, lock Owner) error {
-	name := LeaseName(backend, key)
-	lease := &coordinationv1.Lease{}
-	switch err := l.reader.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: name}, lease); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("reading the owner of key %q: %w", key, err)
-	case ownerOf(lease).UID == lock.UID:
-		err := l.writer.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("letting key %q go: %w", key, err)
+// create records lock as the owner of k in the Lease called name, which does not exist, unless
+// the legacy Lease names another live owner. retry says another lock created the Lease first.
+func (l *Ledger) create(ctx context.Context, name string, k Key, lock Owner) (owner Owner, taken, retry bool, err error) {
+	legacy, err := l.legacy(ctx, k)
+	if err != nil {
+		return Owner{}, false, false, err
+	}
+	own := legacy != nil && ownerOf(legacy).UID == lock.UID
+	if legacy != nil && !own {
+		prev := ownerOf(legacy)
+		switch alive, err := l.alive(ctx, prev); {
+		case err != nil:
+			return Owner{}, false, false, err
+		case alive:
+			// A lock that owned the key before the upgrade, and has not run since, keeps it.
+			l.await(name, lock)
+			return prev, false, false, nil
 		}
 	}
-	l.mu.Lock()
-	if l.owned[name] == lock.UID {
-		delete(l.owned, name)
+	err = l.writer.Create(ctx, newLease(l.namespace, name, k, lock))
+	if apierrors.IsAlreadyExists(err) {
+		return Owner{}, false, true, nil
 	}
-	waiting := l.waiting[name]
-	delete(l.waiting, name)
-	wake := l.wake
-	l.mu.Unlock()
-	for w := range waiting {
-		wake(w)
+	if err != nil {
+		return Owner{}, false, false, fmt.Errorf("recording lock %s as the owner of key %q: %w", lock, k.Name, err)
+	}
+	l.remember(name, lock)
+	if legacy != nil {
+		// Best effort: the store's Lease now says who owns the key, and should this delete
+		// fail, Release deletes the legacy Lease at the lock's end.
+		_ = l.deleteLease(ctx, legacy)
+	}
+	// Its own legacy ownership carries over, and its tokens go on; a free key, or a gone
+	// owner's, passes to it now.
+	return lock, !own, false, nil
+}
+
+// legacy returns the Lease an earlier version kept for k, nil when there is none.
+func (l *Ledger) legacy(ctx context.Context, k Key) (*coordinationv1.Lease, error) {
+	lease := &coordinationv1.Lease{}
+	switch err := l.reader.Get(ctx, client.ObjectKey{Namespace: l.namespace, Name: legacyLeaseName(k.Backend, k.Name)}, lease); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the earlier owner of key %q: %w", k.Name, err)
+	}
+	return lease, nil
+}
+
+// Release lets k go if lock owns it, and wakes the locks that waited for it. It deletes every
+// ledger Lease lock owns: k's in its store, those of stores its LockBackend pointed at before an
+// edit, and its legacy Lease.
+func (l *Ledger) Release(ctx context.Context, k Key, lock Owner) error {
+	leases := &coordinationv1.LeaseList{}
+	if err := l.reader.List(ctx, leases, client.InNamespace(l.namespace),
+		client.MatchingLabels{LedgerLabel: "true", OwnerLabel: string(lock.UID)}); err != nil {
+		return fmt.Errorf("reading the keys lock %s owns: %w", lock, err)
+	}
+	legacy, err := l.legacy(ctx, k)
+	if err != nil {
+		return err
+	}
+	if legacy != nil {
+		leases.Items = append(leases.Items, *legacy)
+	}
+	names := []string{LeaseName(k.Store, k.Name)}
+	for i := range leases.Items {
+		lease := &leases.Items[i]
+		if ownerOf(lease).UID != lock.UID {
+			continue
+		}
+		if err := l.deleteLease(ctx, lease); err != nil {
+			return err
+		}
+		names = append(names, lease.Name)
+	}
+	l.forget(names, lock)
+	return nil
+}
+
+// deleteLease deletes lease as read; a Lease changed since is not deleted (a conflict error),
+// so that the caller reads it again.
+func (l *Ledger) deleteLease(ctx context.Context, lease *coordinationv1.Lease) error {
+	err := l.writer.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("letting key %q go: %w", lease.Annotations[KeyAnnotation], err)
 	}
 	return nil
+}
+
+// forget drops lock's ownership of the Leases called names from memory and wakes the locks that
+// waited for them.
+func (l *Ledger) forget(names []string, lock Owner) {
+	l.mu.Lock()
+	var woken []types.NamespacedName
+	for _, name := range names {
+		if l.owned[name] == lock.UID {
+			delete(l.owned, name)
+		}
+		for w := range l.waiting[name] {
+			woken = append(woken, w)
+		}
+		delete(l.waiting, name)
+	}
+	wake := l.wake
+	l.mu.Unlock()
+	for _, w := range woken {
+		wake(w)
+	}
 }
 
 func (l *Ledger) remembered(name string, uid types.UID) bool {
@@ -216,16 +333,18 @@ func (l *Ledger) await(name string, lock Owner) {
 	l.waiting[name][types.NamespacedName{Namespace: lock.Namespace, Name: lock.Name}] = true
 }
 
-func newLease(namespace, name, backend, key string, lock Owner) *coordinationv1.Lease {
+func newLease(namespace, name string, k Key, lock Owner) *coordinationv1.Lease {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 		Labels: map[string]string{LedgerLabel: "true"}}}
-	setOwner(lease, backend, key, lock)
+	setOwner(lease, k, lock)
 	return lease
 }
 
-func setOwner(lease *coordinationv1.Lease, backend, key string, lock Owner) {
-	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, BackendAnnotation, backend)
-	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, KeyAnnotation, key)
+func setOwner(lease *coordinationv1.Lease, k Key, lock Owner) {
+	metav1.SetMetaDataLabel(&lease.ObjectMeta, OwnerLabel, string(lock.UID))
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, BackendAnnotation, k.Backend)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, StoreAnnotation, k.Store)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, KeyAnnotation, k.Name)
 	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, LockAnnotation, lock.String())
 	uid := string(lock.UID)
 	lease.Spec.HolderIdentity = &uid
