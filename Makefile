@@ -63,12 +63,13 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet, including the build-tagged e2e suite, benchmark and reliability harness, and lockctl for darwin (a krew platform).
+vet: ## Run go vet, including the build-tagged e2e suite, local cluster check, benchmark and reliability harness, and lockctl for darwin (a krew platform).
 	go vet ./...
 	# lockctl is released for darwin too (hack/krew/lock.yaml), which make test builds no binary
 	# for (test/release links the host's alone): type-check it there, test files included.
 	GOOS=darwin GOARCH=arm64 go vet ./cmd/lockctl/...
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags localcluster ./test/localcluster/...
 	go vet -tags bench ./test/bench/...
 	go vet -tags reliability ./test/reliability/...
 	go vet -tags testclock ./cmd/manager/...
@@ -83,7 +84,7 @@ helm-lint: ## Lint the Helm chart (strict) with the helm built into the cache.
 	"$$(hack/k8s-binaries.sh helm-bin)" lint --strict charts/lockwarden
 
 .PHONY: test
-test: verify vet helm-lint test-unit test-compat-api test-e2e test-reliability-smoke ## Run every suite: verification, unit and envtest suites, the API suite on the oldest supported release, e2e on the local cluster, the reliability smoke set.
+test: verify vet helm-lint test-unit test-compat-api test-local-cluster test-e2e test-reliability-smoke ## Run every suite: verification, unit and envtest suites, the API suite on the oldest supported release, the local cluster's loopback check, e2e on the local cluster, the reliability smoke set.
 
 # The packages whose tests take longest, which go test starts first: it runs test binaries in the
 # order the packages are given, -p (the CPU count) at a time, so a long one started last would
@@ -113,6 +114,10 @@ test-compat-api: ## The API validation suite on the oldest supported kube-apiser
 .PHONY: compat-apiserver
 compat-apiserver: ## Build the oldest supported kube-apiserver (COMPAT_K8S_VERSION) and print its KUBEBUILDER_ASSETS directory.
 	K8S_VERSION=$(COMPAT_K8S_VERSION) hack/k8s-binaries.sh apiserver-dir
+
+.PHONY: test-local-cluster
+test-local-cluster: ## Start the local cluster (as make demo, test-e2e and bench do) and fail if any of its processes listens outside loopback.
+	go test -tags localcluster $(GO_TEST_FLAGS) -v ./test/localcluster/
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster when set).

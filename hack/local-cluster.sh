@@ -12,6 +12,8 @@
 # Environment: CLUSTER_NAME (default lockwarden), NODES (fake nodes, default 3; each takes 110 pods),
 # KWOKCTL_CONFIG (optional: a KwokctlConfiguration file passed to kwokctl create cluster --config,
 # e.g. componentsPatches that raise the controller-manager's and scheduler's client QPS).
+#
+# Every component listens on 127.0.0.1 alone (test/localcluster checks it).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,10 +41,24 @@ up() {
     kwokctl delete cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
     mkdir -p "$KWOK_WORKDIR"
     local log="$KWOK_WORKDIR/$CLUSTER_NAME-create.log"
-    # --kubeconfig points at a throwaway file so that the user's ~/.kube/config is never touched;
-    # the cluster's own kubeconfig is the one we print.
     local config=()
     [[ -z "${KWOKCTL_CONFIG:-}" ]] || config=(--config "$KWOKCTL_CONFIG")
+    # Bind every component to 127.0.0.1. kwokctl binds 0.0.0.0 by default, and its etcd serves
+    # plain HTTP without credentials: anyone who could reach this machine while the cluster runs
+    # could read and write the whole cluster through it, Secrets included. A demo, test or
+    # benchmark cluster serves this machine alone. etcd's client and peer URLs and the other
+    # components' bind addresses all follow bindAddress. kwokctl merges its --config files in
+    # order, a later one winning: this one comes last so that KWOKCTL_CONFIG cannot undo it.
+    local loopback="$KWOK_WORKDIR/$CLUSTER_NAME-loopback.yaml"
+    cat >"$loopback" <<'YAML'
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
+YAML
+    config+=(--config "$loopback")
+    # --kubeconfig points at a throwaway file so that the user's ~/.kube/config is never touched;
+    # the cluster's own kubeconfig is the one we print.
     kwokctl create cluster --name "$CLUSTER_NAME" --runtime binary "${config[@]}" \
       --kubeconfig "$KWOK_WORKDIR/merged-kubeconfig.yaml" \
       --etcd-binary "$bin/etcd" \

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockwarden/lockwarden/internal/testutil/etcdtest"
+	"github.com/lockwarden/lockwarden/internal/testutil/listeners"
 )
 
 // The helper's promises: a healthy member on its ports, killed and restarted on the same ports
@@ -45,6 +46,7 @@ func TestMemberLifecycle(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		port, first := m.ClientPort, m.PID()
 		g.Expect(first).To(BeNumerically(">", 0))
+		g.Expect(listeners.LoopbackOnly("etcd", first)).To(Succeed(), "client and peer URLs on loopback alone")
 
 		m.Kill()
 		g.Expect(m.PID()).To(BeZero())

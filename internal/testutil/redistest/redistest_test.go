@@ -24,6 +24,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/lockwarden/lockwarden/internal/testutil/listeners"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 )
 
@@ -39,6 +40,7 @@ func TestServerLifecycle(t *testing.T) {
 		g.Expect(c.Set(ctx, "k", "v", 0).Err()).To(Succeed())
 		port, first := s.Port, s.PID()
 		g.Expect(first).To(BeNumerically(">", 0))
+		g.Expect(listeners.LoopbackOnly("redis-server", first)).To(Succeed())
 
 		s.Kill()
 		g.Expect(s.PID()).To(BeZero())

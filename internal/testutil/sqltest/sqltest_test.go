@@ -25,6 +25,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/lockwarden/lockwarden/internal/testutil/listeners"
 	"github.com/lockwarden/lockwarden/internal/testutil/sqltest"
 )
 
@@ -49,6 +50,7 @@ func TestServerLifecycle(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				port, first := s.Port, s.PID()
 				g.Expect(first).To(BeNumerically(">", 0))
+				g.Expect(listeners.LoopbackOnly(name, first)).To(Succeed())
 
 				s.Kill()
 				g.Expect(s.PID()).To(BeZero())

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lockwarden/lockwarden/internal/testutil/listeners"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 
@@ -35,6 +36,11 @@ func TestStartKillRestart(t *testing.T) {
 		t.Fatalf("srvr = %q, %v; want a standalone server", answer, err)
 	}
 	pid := s.PID()
+	// clientPortAddress keeps the client port on loopback (ZooKeeper binds every interface
+	// without it), and the AdminServer (port 8080) is off.
+	if err := listeners.LoopbackOnly("ZooKeeper", pid); err != nil {
+		t.Fatal(err)
+	}
 	s.Kill()
 	if s.PID() != 0 {
 		t.Fatalf("PID after Kill = %d, want 0", s.PID())
