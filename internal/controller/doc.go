@@ -23,8 +23,10 @@ limitations under the License.
 // granted verb that the story never used. Each line says why the verbs are needed.
 //
 // Reads of every kind below go through the manager's informer cache, which sends list and watch
-// and never get: granting get as well would add nothing the controller does. (Against an API
-// server that streams lists, informers need watch alone; list is for servers that do not.)
+// and never get, with one exception: a DistributedLock that owns a backend key in the key ledger
+// but is missing from the cache is looked up on the API server itself (lockAlive), since a cache
+// that lags must never let another lock take a live owner's key. (Against an API server that
+// streams lists, informers need watch alone; list is for servers that do not.)
 package controller
 
 // LockBackends: read through the cache; the probe result is written to status by a merge patch.
@@ -33,10 +35,13 @@ package controller
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends,verbs=list;watch
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockbackends/status,verbs=patch
 
-// DistributedLocks: read through the cache; update adds and removes the release finalizer; the
-// lock record (holders, token, conditions) is written by a status update whose resourceVersion is
-// the compare-and-swap a grant needs. No create or delete: users own their locks.
-// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks,verbs=list;watch;update
+// DistributedLocks: read through the cache; get only when the key ledger names an owner the
+// cache does not have (a lock re-created after its finalizer was removed by hand, a forced
+// namespace deletion): without it, every pass of the new lock failed Forbidden for ever; update
+// adds and removes the release finalizer; the lock record (holders, token, conditions) is written
+// by a status update whose resourceVersion is the compare-and-swap a grant needs. No create or
+// delete: users own their locks.
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks/status,verbs=update
 
 // LockClaims: read through the cache; create is the claim of a pod that asks for a lock by

@@ -45,14 +45,22 @@ import (
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/skewclock"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 // The controller suite runs the real reconcilers against a real API server (envtest). There is no
 // kubelet: tests create Pod objects and drive their status by hand. Locks live on the built-in
 // kubernetes backend (real Leases in the real API server), except for the failure tests, which use
 // a LockBackend of type Redis served by an in-memory fake whose faults the tests control.
+//
+// Every manager runs as the chart's ServiceAccount with exactly the shipped RBAC (config/rbac, which
+// the chart copies): a request the roles do not allow fails the spec that made it (checked after
+// each spec), so that a verb the code sends and the chart lacks fails here rather than for a user.
 
 const controllerNamespace = "lockwarden-system"
+
+// managerAccount is the account every manager of the suite acts as.
+var managerAccount = rbacenv.Account{Name: "lockwarden", Namespace: controllerNamespace, ElectionNamespace: "lockwarden-election"}
 
 var (
 	controlPlane *lockenv.ControlPlane
@@ -71,6 +79,12 @@ var (
 	mgrMetric *metrics.Metrics
 	// controllerClock is every manager's clock; specs step it to test what must not depend on it.
 	controllerClock = &skewclock.Clock{}
+	// refusals records every request of a manager that the API server refused; refusalsSeen is
+	// how many of them earlier specs were already blamed for.
+	refusals     = &rbacenv.Refusals{}
+	refusalsSeen int
+	// managerCfg reaches the API server as managerAccount.
+	managerCfg *rest.Config
 )
 
 func TestControllers(t *testing.T) {
@@ -87,9 +101,22 @@ var _ = BeforeSuite(func() {
 	controlPlane, err = lockenv.StartControlPlane(filepath.Join("..", ".."), controllerNamespace)
 	Expect(err).NotTo(HaveOccurred())
 	cfg, k8sClient = controlPlane.Config, controlPlane.Client
+	objs, grants, err := rbacenv.Load(filepath.Join("..", "..", "config", "rbac"), managerAccount)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(rbacenv.Install(context.Background(), k8sClient, managerAccount, objs, grants)).To(Succeed())
+	managerCfg = refusals.As(cfg, managerAccount)
 
 	startMonitor()
 	startManager()
+})
+
+// Each spec fails if a manager was refused a request while it ran: the shipped RBAC lacks a verb
+// the code path it exercised needs.
+var _ = AfterEach(func() {
+	all := refusals.List()
+	fresh := all[refusalsSeen:]
+	refusalsSeen = len(all)
+	Expect(fresh).To(BeEmpty(), "the API server refused these requests of the manager (running as %s under config/rbac): grant what the code needs in the +kubebuilder:rbac markers of internal/controller/doc.go", managerAccount.User())
 })
 
 var _ = AfterSuite(func() {
@@ -129,7 +156,7 @@ func startManagerWith(mutate ...func(*lockenv.ManagerOptions)) {
 		m(&o)
 	}
 	var err error
-	manager, err = lockenv.StartManager(cfg, o)
+	manager, err = lockenv.StartManager(managerCfg, o)
 	Expect(err).NotTo(HaveOccurred())
 	mgrMetric = manager.Metrics
 }

@@ -151,16 +151,16 @@ func accesses(events []auditEvent) map[access]bool {
 func unused(grants []grant, used map[access]bool) []string {
 	var out []string
 	for _, g := range grants {
-		for _, rule := range g.rules {
+		for _, rule := range g.Rules {
 			if len(rule.NonResourceURLs) > 0 || len(rule.ResourceNames) > 0 {
-				out = append(out, fmt.Sprintf("%s: a rule with nonResourceURLs or resourceNames, which this test cannot check: %+v", g.role, rule))
+				out = append(out, fmt.Sprintf("%s: a rule with nonResourceURLs or resourceNames, which this test cannot check: %+v", g.Role, rule))
 				continue
 			}
 			for _, group := range rule.APIGroups {
 				for _, resource := range rule.Resources {
 					for _, verb := range rule.Verbs {
-						if !usedAnywhere(used, g.namespace, group, resource, verb) {
-							out = append(out, fmt.Sprintf("%s: %s %s", g.role, verb, qualified(group, resource)))
+						if !usedAnywhere(used, g.Namespace, group, resource, verb) {
+							out = append(out, fmt.Sprintf("%s: %s %s", g.Role, verb, qualified(group, resource)))
 						}
 					}
 				}
@@ -200,14 +200,14 @@ func qualified(group, resource string) string {
 // its own namespace, a ClusterRole's anywhere, subresources count apart, and wildcards are
 // never proven.
 func TestUnused(t *testing.T) {
-	cluster := grant{role: "ClusterRole c", rules: []rbacv1.PolicyRule{
+	cluster := grant{Role: "ClusterRole c", Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "patch"}},
 		{APIGroups: []string{"locks.lockwarden.io"}, Resources: []string{"lockclaims/status"}, Verbs: []string{"patch"}},
 	}}
-	role := grant{role: "Role ns/r", namespace: "ns", rules: []rbacv1.PolicyRule{
+	role := grant{Role: "Role ns/r", Namespace: "ns", Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
 	}}
-	wild := grant{role: "ClusterRole w", rules: []rbacv1.PolicyRule{
+	wild := grant{Role: "ClusterRole w", Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"get"}},
 	}}
 	tests := []struct {

@@ -32,6 +32,7 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 const (
@@ -48,9 +49,15 @@ const (
 	repoRoot = "../.."
 )
 
+// account is the manager's ServiceAccount and where its roles go.
+var account = rbacenv.Account{Name: serviceAccount, Namespace: systemNamespace, ElectionNamespace: electionNamespace}
+
+// grant is one role bound to the manager's account.
+type grant = rbacenv.Grant
+
 // TestManagerRBAC runs the story under the shipped RBAC, then checks the audit log both ways.
 func TestManagerRBAC(t *testing.T) {
-	objs, grants, err := loadRBAC(filepath.Join(repoRoot, "config", "rbac"))
+	objs, grants, err := rbacenv.Load(filepath.Join(repoRoot, "config", "rbac"), account)
 	if err != nil {
 		t.Fatalf("Loading config/rbac: %v", err)
 	}

@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +45,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	redisbackend "github.com/lockwarden/lockwarden/internal/backends/redis"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
@@ -125,6 +127,7 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.annotatedPodDeleted("cache")
 	s.refusedClaimRepeatsEvent()
 	s.lostHolderEvicted(redis)
+	s.leftoverKeyTakenOver("reborn")
 	s.lockDeleted("db")
 	s.lockDeleted("cache")
 	s.backendsDeleted()
@@ -135,17 +138,17 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 // access review of one entry of each role must be allowed.
 func (s *story) waitAuthorized(grants []grant) {
 	for _, gr := range grants {
-		rule := gr.rules[0]
+		rule := gr.Rules[0]
 		resource, sub, _ := strings.Cut(rule.Resources[0], "/")
 		review := func(g Gomega) {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User:   accountUser,
 				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: gr.namespace, Verb: rule.Verbs[0],
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: gr.Namespace, Verb: rule.Verbs[0],
 					Group: rule.APIGroups[0], Resource: resource, Subresource: sub},
 			}}
 			g.Expect(s.c.Create(ctx(), sar)).To(Succeed())
-			g.Expect(sar.Status.Allowed).To(BeTrue(), "%s: %+v", gr.role, sar.Status)
+			g.Expect(sar.Status.Allowed).To(BeTrue(), "%s: %+v", gr.Role, sar.Status)
 		}
 		s.g.Eventually(review).Should(Succeed())
 	}
@@ -205,6 +208,23 @@ func (s *story) handoff(lock, backend string) {
 	s.waitPhase(second, locksv1alpha1.ClaimHeld)
 	s.g.Expect(s.getClaim(s.g, second).Status.FencingToken).To(BeNumerically(">", token))
 	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: first}})
+}
+
+// leftoverKeyTakenOver creates lock on a backend key whose key ledger Lease outlived its owner (a
+// lock whose finalizer was removed by hand before the controller's pass): the controller reads the
+// gone owner on the API server, takes the key over and grants. Under RBAC without get on
+// distributedlocks that read was refused and the lock never granted (issue 37, bug 5).
+func (s *story) leftoverKeyTakenOver(lock string) {
+	key := locksv1alpha1.NamespacedKeyPrefix(appNamespace) + lock
+	s.create(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: keyledger.LeaseName(registry.StoreOf(nil), key),
+			Labels: map[string]string{keyledger.LedgerLabel: "true"},
+			Annotations: map[string]string{keyledger.BackendAnnotation: locksv1alpha1.BuiltinBackendName,
+				keyledger.KeyAnnotation: key, keyledger.LockAnnotation: appNamespace + "/" + lock}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("uid-of-a-lock-deleted-long-ago")},
+	})
+	s.create(&locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: lock}})
+	s.lockDeleted(lock) // its holder claim is granted first
 }
 
 // gatedPodFinishes runs a pod that asks for lock, held by lock+"-second", by annotation behind

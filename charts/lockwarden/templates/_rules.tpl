@@ -42,6 +42,7 @@
   resources:
   - distributedlocks
   verbs:
+  - get
   - list
   - update
   - watch
