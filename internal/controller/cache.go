@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"slices"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,7 +51,9 @@ func CacheOptions() cache.Options {
 const lockAnnotationPrefix = "locks.lockwarden.io/"
 
 // trimPod keeps of a Pod what the controllers read (DESIGN.md §3 liveness, the pod lock
-// controller): its identity and resourceVersion, its deletion, its lockwarden annotations, its
+// controller): its identity and resourceVersion, its deletion and whether it is a foreground one
+// (the foregroundDeletion finalizer: Kubernetes then deletes the pod's claims while the pod still
+// terminates, and its hold must last until the pod is gone), its lockwarden annotations, its
 // scheduling gates and its phase. A trimmed Pod must only ever be patched with a patch that names
 // what it changes (holderPatch), never updated: an update would write the trimmed object back.
 func trimPod(obj any) (any, error) {
@@ -68,6 +71,10 @@ func trimPod(obj any) (any, error) {
 			annotations[k] = v
 		}
 	}
+	var finalizers []string
+	if slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
+		finalizers = []string{metav1.FinalizerDeleteDependents}
+	}
 	return &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
@@ -77,6 +84,7 @@ func trimPod(obj any) (any, error) {
 			ResourceVersion:   pod.ResourceVersion,
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
+			Finalizers:        finalizers,
 			Annotations:       annotations,
 		},
 		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates},

@@ -43,6 +43,7 @@ func TestTrimPod(t *testing.T) {
 			},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			Finalizers:      []string{"example.com/cleanup", metav1.FinalizerDeleteDependents},
 		},
 		Spec: corev1.PodSpec{
 			SchedulingGates: []corev1.PodSchedulingGate{{Name: "other.example/gate"}, {Name: locksv1alpha1.PodSchedulingGate}},
@@ -57,6 +58,7 @@ func TestTrimPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
 			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
+			Finalizers: []string{metav1.FinalizerDeleteDependents},
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:         "db-migration",
 				locksv1alpha1.PodLockModeAnnotation:     "Exclusive",
@@ -73,7 +75,7 @@ func TestTrimPod(t *testing.T) {
 		name    string
 		in, out any
 	}{
-		{"a pod keeps only what the controllers read", full, want},
+		{"a pod keeps only what the controllers read (of its finalizers, only foregroundDeletion)", full, want},
 		{"a pod without lockwarden annotations keeps none", noAnnotations, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}},
 		{"a tombstone passes through", tombstone, tombstone},
 		{"another type passes through", &corev1.ConfigMap{}, &corev1.ConfigMap{}},

@@ -55,8 +55,8 @@ type HolderEvictionReconciler struct {
 	// Guard, when set, vetoes evictions once this process has stalled (leaderguard).
 	Guard *leaderguard.Guard
 
-	// pods posts evictions (set up from the manager's config).
-	pods rest.Interface
+	// evictions posts evictions (set up from the manager's config).
+	evictions podEvictions
 }
 
 // evictionRetry is how soon an eviction a PodDisruptionBudget refused is tried again: the
@@ -137,7 +137,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := checkGuard(r.Guard); err != nil {
 		return ctrl.Result{}, err
 	}
-	err := r.evict(ctx, pod, claim.Status.PodUID)
+	err := r.evictions.evict(ctx, pod, claim.Status.PodUID)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return ctrl.Result{}, nil // gone or replaced meanwhile
 	}
@@ -157,11 +157,27 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{}, nil
 }
 
+// podEvictions posts evictions of pods through the Eviction API, so that PodDisruptionBudgets are
+// honoured: the way both the holder eviction and the pod lock controllers stop a pod that runs on
+// without its lock.
+type podEvictions struct {
+	pods rest.Interface
+}
+
+// newPodEvictions posts evictions with the manager's config.
+func newPodEvictions(mgr ctrl.Manager) (podEvictions, error) {
+	clients, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return podEvictions{}, err
+	}
+	return podEvictions{pods: clients.CoreV1().RESTClient()}, nil
+}
+
 // evict posts an eviction of pod, preconditioned on uid: a new pod of the same name never pays
 // for its predecessor's loss. It answers the API server's refusal at once: client-go would
 // otherwise retry a 429 by itself, waiting out the Retry-After each time (10 s, ten times, for a
 // PodDisruptionBudget), and the claim would tell nothing meanwhile.
-func (r *HolderEvictionReconciler) evict(ctx context.Context, pod *corev1.Pod, uid types.UID) error {
+func (e podEvictions) evict(ctx context.Context, pod *corev1.Pod, uid types.UID) error {
 	eviction := &policyv1.Eviction{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
@@ -171,7 +187,7 @@ func (r *HolderEvictionReconciler) evict(ctx context.Context, pod *corev1.Pod, u
 	if err != nil {
 		return err
 	}
-	return r.pods.Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
+	return e.pods.Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
 		MaxRetries(0).SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
 }
 
@@ -198,11 +214,10 @@ func lostPodClaim(o client.Object) bool {
 
 // SetupWithManager watches lost pod claims.
 func (r *HolderEvictionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	clients, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
+	var err error
+	if r.evictions, err = newPodEvictions(mgr); err != nil {
 		return err
 	}
-	r.pods = clients.CoreV1().RESTClient()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.LockClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(lostPodClaim))).
 		Named("holdereviction").

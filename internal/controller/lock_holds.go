@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,6 +62,22 @@ func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 		return podliveness.Verdict{Alive: true}
 	}
 	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
+}
+
+// deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
+// by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
+// foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
+func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
+	h := c.Spec.Holder
+	if h == nil || h.PodName == "" {
+		return false
+	}
+	pod := s.pods[h.PodName]
+	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
+		return false
+	}
+	owner := metav1.GetControllerOf(c)
+	return owner != nil && owner.UID == pod.UID
 }
 
 // holdKey names the hold of identity (a claim's holder identity) on the lock's key.
@@ -110,7 +127,7 @@ func (r *DistributedLockReconciler) endHolds(ctx context.Context, s *lockScope) 
 		case i >= 0:
 			end := holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
-				lockName: s.lock.Name, pod: s.podVerdict(c),
+				lockName: s.lock.Name, pod: s.podVerdict(c), deletedWithPod: s.deletedWithPod(c),
 			})
 			if end != nil && end.reason == locksv1alpha1.ReasonHolderTerminated && mutant.Active(mutant.KeepDeadHolder) {
 				end = nil

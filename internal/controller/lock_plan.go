@@ -52,20 +52,32 @@ type holderFacts struct {
 	lockName string
 	// pod is the liveness of the holder pod; Alive for a detached claim.
 	pod podliveness.Verdict
+	// deletedWithPod: the claim is being deleted by its holder pod's foreground deletion (the
+	// claim is owned by the pod, which terminates with the foregroundDeletion finalizer):
+	// Kubernetes deletes a pod's dependents first, while its containers may still run.
+	deletedWithPod bool
 }
 
 // holderEnding says whether a claim that shares the recorded hold lets go of it in this pass, and
-// why: its lock is going, the claim was deleted, or its pod died. nil: it keeps holding.
+// why: its lock is going, its pod died, or the claim was deleted. nil: it keeps holding.
+//
+// How a hold ends follows the holder's fate, not the order in which the pass saw the events
+// (DESIGN §3, Release): a holder that died ended without a release (lockDelaySeconds and
+// lossPolicy apply) even when garbage collection deleted its claim in the same instant; a claim
+// that its pod's foreground deletion removes holds until the pod is gone, since a terminating
+// pod's containers may still run; a claim deleted while its holder lives is a release.
 func holderEnding(f holderFacts) *ending {
 	switch {
 	case f.lockDeleting:
 		return &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
 			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
-	case f.deleting:
-		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonClaimDeleted, message: "Released: the claim was deleted"}
 	case !f.pod.Alive:
 		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonHolderTerminated,
 			message: "Released: " + f.pod.Reason, unreleased: !f.pod.Completed}
+	case f.deleting && f.deletedWithPod:
+		return nil
+	case f.deleting:
+		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonClaimDeleted, message: "Released: the claim was deleted"}
 	}
 	return nil
 }

@@ -45,7 +45,13 @@ func TestHolderEnding(t *testing.T) {
 		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
 		{"pod ran to completion", holderFacts{pod: succeeded}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
 		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, false},
-		{"deletion wins over the pod", holderFacts{deleting: true, pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
+		{"a dead holder ends ungracefully even when its claim was deleted in the same instant", holderFacts{deleting: true, pod: dead},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+		{"a completed holder whose claim was deleted: no delay", holderFacts{deleting: true, pod: succeeded},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
+		{"a claim its pod's foreground deletion removes holds while the pod terminates", holderFacts{deleting: true, deletedWithPod: true, pod: alive}, "", "", false},
+		{"the foreground-deleted pod gone: ungraceful end", holderFacts{deleting: true, deletedWithPod: true, pod: dead},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
 	}
 	for _, c := range cases {
 		got := holderEnding(c.facts)

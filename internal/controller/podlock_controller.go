@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,6 +62,9 @@ type PodLockReconciler struct {
 	// Guard, when set, vetoes lifting a gate once this process has stalled (leaderguard): a
 	// deposed leader's stale cache must not let a pod start.
 	Guard *leaderguard.Guard
+
+	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
+	evictions podEvictions
 }
 
 // Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
@@ -87,9 +91,20 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, nil
 	}
 
-	claim, err := r.claimFor(ctx, pod, lockName)
-	if err != nil || claim == nil {
+	name := lockclient.ClaimName(pod.Name, pod.UID, lockName)
+	claim, err := r.ownClaim(ctx, pod, name)
+	switch {
+	case errors.Is(err, errForeignClaim):
+		ctrl.LoggerFrom(ctx).V(1).Info("Claim name taken by an earlier pod's claim; waiting for its removal", "claim", name)
+		return ctrl.Result{}, nil
+	case err != nil:
 		return ctrl.Result{}, err
+	case claim == nil && heldBefore(pod):
+		return r.claimLost(ctx, pod, lockName, name)
+	case claim == nil:
+		if claim, err = r.createClaim(ctx, pod, lockName, name); err != nil || claim == nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if annotated, changed := modeChanged(pod, claim); changed {
 		// The claim's mode is immutable: the pod keeps its place (or its hold) in that mode.
@@ -112,23 +127,69 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, r.markHolder(ctx, pod, claim)
 }
 
-// claimFor returns the pod's claim for lockName, creating it if needed. The claim has the name
-// lockctl gives a pod's claim, so that lockctl in an annotated pod attaches to the same claim.
-// It returns nil, without error, when a claim of that name is not the pod's own.
-func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockName string) (*locksv1alpha1.LockClaim, error) {
-	name := lockclient.ClaimName(pod.Name, pod.UID, lockName)
+// errForeignClaim says that a claim of the pod's claim name is not the pod's own: it goes with the
+// earlier pod it belongs to, and its deletion wakes the pod.
+var errForeignClaim = errors.New("the pod's claim name is taken by a claim that is not the pod's own")
+
+// ownClaim returns the pod's claim called name (the name lockctl gives a pod's claim, so that
+// lockctl in an annotated pod attaches to the same claim); nil when there is none, and
+// errForeignClaim when a claim of that name is not the pod's.
+func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name string) (*locksv1alpha1.LockClaim, error) {
 	claim := &locksv1alpha1.LockClaim{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim)
-	switch {
-	case err == nil:
-		if !metav1.IsControlledBy(claim, pod) {
-			ctrl.LoggerFrom(ctx).V(1).Info("Claim name taken by an earlier pod's claim; waiting for its removal", "claim", name)
-			return nil, nil
-		}
-		return claim, nil
-	case !apierrors.IsNotFound(err):
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
 		return nil, err
+	case !metav1.IsControlledBy(claim, pod):
+		return nil, errForeignClaim
 	}
+	return claim, nil
+}
+
+// heldBefore says whether the pod held its lock once: the pod lock controller writes the token
+// annotation only on a pod whose claim holds.
+func heldBefore(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation]
+	return ok
+}
+
+// claimLost answers a pod that held its lock and whose claim was deleted while it ran: the pod
+// no longer holds the lock (the lock's pass released it), and nothing inside the pod knows. It is
+// told by a Warning event, never given a new claim (a pod that lost its lock must not quietly get
+// a new token), and under lossPolicy Evict it is evicted, as a holder that lost its hold is.
+func (r *PodLockReconciler) claimLost(ctx context.Context, pod *corev1.Pod, lockName, name string) (ctrl.Result, error) {
+	r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonClaimDeleted, "WaitForLock",
+		"LockClaim %s was deleted while this pod held lock %s with fencing token %s: the pod no longer holds the lock and is not queued again; delete the pod to queue again",
+		name, lockName, pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation])
+	lock := &locksv1alpha1.DistributedLock{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: lockName}, lock); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if lock.Spec.LossPolicy != locksv1alpha1.LossPolicyEvict {
+		return ctrl.Result{}, nil
+	}
+	if err := checkGuard(r.Guard); err != nil {
+		return ctrl.Result{}, err
+	}
+	err := r.evictions.evict(ctx, pod, pod.UID)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return ctrl.Result{}, nil // gone or replaced meanwhile
+	}
+	cond, _, retry := evictionOutcome(pod.Name, err)
+	if cond.Type == "" {
+		return ctrl.Result{}, fmt.Errorf("evicting pod %s: %w", pod.Name, err)
+	}
+	r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, cond.Reason, "Evict", "%s", cond.Message)
+	if retry {
+		return ctrl.Result{RequeueAfter: evictionRetry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// createClaim creates the pod's claim for lockName, called name; nil, without error, when the
+// pod's annotations cannot make one (an event says why) or the cache is behind our own create.
+func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lockName, name string) (*locksv1alpha1.LockClaim, error) {
 	mode, ok := annotatedMode(pod)
 	if !ok {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockModeAnnotation", "WaitForLock",
@@ -137,7 +198,7 @@ func (r *PodLockReconciler) claimFor(ctx context.Context, pod *corev1.Pod, lockN
 		return nil, nil
 	}
 	controller := true
-	claim = &locksv1alpha1.LockClaim{
+	claim := &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pod.Namespace,
 			Name:      name,
@@ -293,6 +354,10 @@ func podAsksForLock(o client.Object) bool {
 func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
+	}
+	var err error
+	if r.evictions, err = newPodEvictions(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(podAsksForLock))).

@@ -92,6 +92,19 @@ func podState(ns, name string) func(g Gomega) string {
 	}
 }
 
+// podDeletingNow says whether a pod is being deleted (or is gone).
+func podDeletingNow(ns, name string) func(g Gomega) bool {
+	return func(g Gomega) bool {
+		p := &corev1.Pod{}
+		err := k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, p)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return !p.DeletionTimestamp.IsZero()
+	}
+}
+
 // podEventReasons lists the reasons of the events about a pod.
 func podEventReasons(ns, name string) func(g Gomega) []string {
 	return func(g Gomega) []string {
@@ -138,6 +151,29 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 			Expect(token).To(BeNumerically(">", last))
 			last = token
 		}
+	})
+
+	It("that lose their claim while they run are told, never get a new claim, and are evicted under Evict", func() {
+		ns := newNamespace()
+		newLock(ns, "notify")
+		newLock(ns, "evict", func(l *locksv1alpha1.DistributedLock) { l.Spec.LossPolicy = locksv1alpha1.LossPolicyEvict })
+		for _, lock := range []string{"notify", "evict"} {
+			pod := newLockPod(ns, lock+"-pod", lock, true)
+			Eventually(podState(ns, pod.Name)).Should(MatchRegexp(`^ungated/\d+$`))
+			claim := &locksv1alpha1.LockClaim{}
+			Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: lockclient.ClaimName(pod.Name, pod.UID, lock)}, claim)).To(Succeed())
+
+			// Someone deletes the running holder's claim: the lock is released (the pod lives),
+			// and the pod must not quietly queue again for a new token.
+			Expect(k8sClient.Delete(ctx(), claim)).To(Succeed())
+			Eventually(podEventReasons(ns, pod.Name)).Should(ContainElement(locksv1alpha1.ReasonClaimDeleted))
+			Consistently(func() error {
+				return k8sClient.Get(ctx(), client.ObjectKeyFromObject(claim), &locksv1alpha1.LockClaim{})
+			}).WithTimeout(time.Second).Should(Satisfy(apierrors.IsNotFound), "the pod got a new claim")
+		}
+		Expect(podDeletingNow(ns, "notify-pod")(Default)).To(BeFalse(), "lossPolicy Notify leaves the pod running")
+		Eventually(podDeletingNow(ns, "evict-pod")).Should(BeTrue(), "lossPolicy Evict evicts the pod")
+		Expect(podEventReasons(ns, "evict-pod")(Default)).To(ContainElement(locksv1alpha1.ReasonHolderEvicted))
 	})
 
 	It("get a claim and the token annotation without a gate too", func() {

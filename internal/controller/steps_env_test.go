@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -142,6 +143,42 @@ func (e *stepEnv) claim(name, lock string, mutate ...func(*locksv1alpha1.LockCla
 	return c
 }
 
+// pod creates a Running pod of stepNamespace, as the scheduler and a kubelet would leave it.
+func (e *stepEnv) pod(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: stepNamespace, Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	for _, m := range mutate {
+		m(p)
+	}
+	e.stamp(p)
+	if err := e.client.Create(e.ctx(), p); err != nil {
+		e.t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if err := e.client.Status().Update(e.ctx(), p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// ownedBy makes a claim's holder pod its controller, as lockctl and the pod controller do.
+func ownedBy(pod *corev1.Pod) func(*locksv1alpha1.LockClaim) {
+	return func(c *locksv1alpha1.LockClaim) {
+		c.Spec.Holder = &locksv1alpha1.ClaimHolder{PodName: pod.Name}
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+			Controller: ptr.To(true)}}
+	}
+}
+
+// remove deletes o; an object with finalizers is then only marked deleting.
+func (e *stepEnv) remove(o client.Object) {
+	e.t.Helper()
+	if err := e.client.Delete(e.ctx(), o); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // pass runs one pass of lock, as the work queue would.
 func (e *stepEnv) pass(lock string) (ctrl.Result, error) {
 	return e.r.Reconcile(e.ctx(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: stepNamespace, Name: lock}})
@@ -193,3 +230,6 @@ func (e *stepEnv) backendHolders(key string) []string {
 
 // stepKey is the backend key of a lock of stepNamespace on the built-in backend.
 func stepKey(lock string) string { return "lockwarden/" + stepNamespace + "/" + lock }
+
+// clientKey is o's namespace and name.
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
