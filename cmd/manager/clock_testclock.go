@@ -28,7 +28,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/lockwarden/lockwarden/internal/skewclock"
+	"github.com/lockwarden/lockwarden/internal/testutil/skewclock"
 )
 
 // clockOffsetFileEnv names the file whose content (a Go duration, e.g. "-45s") is the offset of

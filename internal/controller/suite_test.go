@@ -43,9 +43,9 @@ import (
 	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/metrics"
-	"github.com/lockwarden/lockwarden/internal/skewclock"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
+	"github.com/lockwarden/lockwarden/internal/testutil/skewclock"
 )
 
 // The controller suite runs the real reconcilers against a real API server (envtest). There is no

@@ -32,7 +32,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/backendtest"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
-	"github.com/lockwarden/lockwarden/internal/skewclock"
+	"github.com/lockwarden/lockwarden/internal/testutil/skewclock"
 	"github.com/lockwarden/lockwarden/internal/testutil/zktest"
 )
 

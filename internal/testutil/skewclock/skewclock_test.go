@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockwarden/lockwarden/internal/skewclock"
+	"github.com/lockwarden/lockwarden/internal/testutil/skewclock"
 )
 
 func TestJumps(t *testing.T) {
