@@ -16,6 +16,14 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
 // The names by which a pod asks for a lock and learns its fencing token (DESIGN.md §3, Pods).
 const (
 	// PodLockAnnotation on a pod names the DistributedLock, in the pod's namespace, that the pod
@@ -45,3 +53,17 @@ const (
 	// that the cluster's other Leases (node heartbeats renew every 10 s) cost it nothing.
 	HeartbeatLabel = "locks.lockwarden.io/heartbeat"
 )
+
+// PodClaimName is the name of the claim made for pod (with UID uid) and lock, by lockctl in the
+// pod or by the controller for the pod's annotation: both make the one claim. It is stable across
+// restarts of the pod's containers and different for a replacement pod of the same name.
+func PodClaimName(pod string, uid types.UID, lock string) string {
+	sum := sha256.Sum256([]byte(string(uid) + "/" + lock))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	base := pod + "-" + lock
+	const maxBase = 253 - 1 - 10
+	if len(base) > maxBase {
+		base = strings.TrimRight(base[:maxBase], "-.")
+	}
+	return base + "-" + suffix
+}

@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -153,7 +154,7 @@ func (r *BackendResolver) admits(ctx context.Context, lb *locksv1alpha1.LockBack
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		return err
 	}
-	if !selector.Matches(labelSet(ns.Labels)) {
+	if !selector.Matches(labels.Set(ns.Labels)) {
 		return &UnusableError{Reason: locksv1alpha1.ReasonNamespaceNotAllowed,
 			Message: fmt.Sprintf("LockBackend %s does not admit namespace %s (see its spec.namespaceSelector)", lb.Name, namespace)}
 	}

@@ -134,7 +134,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if evictionFor(claim, lock, pod) != evictPod {
 		return ctrl.Result{}, nil
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return ctrl.Result{}, err
 	}
 	err := r.evictions.evict(ctx, pod, claim.Status.PodUID)

@@ -18,15 +18,11 @@ package controller
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -91,25 +87,6 @@ func claimsOfLock(ctx context.Context, c client.Reader, namespace, lock string) 
 	}
 	return list.Items, nil
 }
-
-// requestsFor turns claims into reconcile requests.
-func requestsFor(claims []locksv1alpha1.LockClaim) []reconcile.Request {
-	reqs := make([]reconcile.Request, 0, len(claims))
-	for i := range claims {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims[i])})
-	}
-	return reqs
-}
-
-// jitter spreads requeues of many objects due at the same moment over an extra tenth.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
-}
-
-func labelSet(m map[string]string) labels.Set { return labels.Set(m) }
 
 func ctrlObjectMeta(nn types.NamespacedName) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}

@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sync"
 	"time"
 
@@ -206,12 +207,12 @@ func (r *DistributedLockReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
 	if after := r.nextRefresh(s); after > 0 {
-		r.refresh.schedule(req.NamespacedName, jitter(after))
+		r.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
 	}
 	if s.retryErr != nil {
 		return ctrl.Result{}, s.retryErr
 	}
-	return ctrl.Result{RequeueAfter: jitter(s.wait), Priority: ptr.To(timerPriority)}, nil
+	return ctrl.Result{RequeueAfter: wait.Jitter(s.wait, 0.1), Priority: ptr.To(timerPriority)}, nil
 }
 
 // staleRetry is how soon a pass that found the cache behind its own write looks again, should

@@ -358,7 +358,7 @@ func (r *DistributedLockReconciler) resume(ctx context.Context, s *lockScope, re
 	case current.Identity != recordBackendIdentity(rec):
 		return nil, "Another client took the lock on the backend", nil
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return nil, "", err
 	}
 	lease, err := s.backend.TryAcquire(ctx, s.key, recordBackendIdentity(rec), s.ttl)
@@ -387,7 +387,7 @@ func (r *DistributedLockReconciler) resumePlace(ctx context.Context, s *lockScop
 	if !slices.ContainsFunc(holders, func(l backends.Lease) bool { return l.Shared && l.Identity == recordBackendIdentity(rec) }) {
 		return nil, "The lock expired while no controller renewed it: the backend no longer holds this holder's place", nil
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return nil, "", err
 	}
 	lease, err := sharer.TryAcquireShared(ctx, s.key, recordBackendIdentity(rec), s.ttl, int(s.maxHolders()))

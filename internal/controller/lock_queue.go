@@ -236,7 +236,7 @@ func (r *DistributedLockReconciler) tryGrant(ctx context.Context, s *lockScope, 
 	if err := r.ensureFinalizer(ctx, s, c); err != nil {
 		return false, err
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return false, err
 	}
 	id := s.identityOf(c)

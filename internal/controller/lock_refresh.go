@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sync"
 	"time"
 
@@ -140,7 +141,7 @@ func (r *DistributedLockReconciler) refreshPass(ctx context.Context, name types.
 		// from the cache that the change brings.
 		return refreshRetry
 	}
-	return jitter(r.nextRefresh(s))
+	return wait.Jitter(r.nextRefresh(s), 0.1)
 }
 
 // loadHolders reads, from the cache, what a refresh pass needs: the lock, its backend and key,

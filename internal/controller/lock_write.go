@@ -62,7 +62,7 @@ func (r *DistributedLockReconciler) writeLock(ctx context.Context, s *lockScope)
 			lock.Status.FencingToken = max(lock.Status.FencingToken, tokens[i])
 		}
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return err
 	}
 	if err := r.Status().Update(ctx, lock); err != nil {
@@ -215,7 +215,7 @@ func (r *DistributedLockReconciler) writeClaim(ctx context.Context, s *lockScope
 	if equality.Semantic.DeepEqual(before.Status, c.Status) {
 		return nil
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return err
 	}
 	if isHeld(c) && !isHeld(before) {

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,9 +88,9 @@ func (r *LockBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.recordTransition(before, lb)
 	}
 	if err != nil {
-		return ctrl.Result{RequeueAfter: jitter(r.ProbeInterval / 3)}, nil
+		return ctrl.Result{RequeueAfter: wait.Jitter(r.ProbeInterval/3, 0.1)}, nil
 	}
-	return ctrl.Result{RequeueAfter: jitter(r.ProbeInterval)}, nil
+	return ctrl.Result{RequeueAfter: wait.Jitter(r.ProbeInterval, 0.1)}, nil
 }
 
 func (r *LockBackendReconciler) recordTransition(before, after *locksv1alpha1.LockBackend) {

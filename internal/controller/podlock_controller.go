@@ -40,7 +40,6 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
-	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
 // PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
@@ -91,7 +90,7 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, nil
 	}
 
-	name := lockclient.ClaimName(pod.Name, pod.UID, lockName)
+	name := locksv1alpha1.PodClaimName(pod.Name, pod.UID, lockName)
 	claim, err := r.ownClaim(ctx, pod, name)
 	switch {
 	case errors.Is(err, errForeignClaim):
@@ -110,7 +109,7 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The claim's mode is immutable: the pod keeps its place (or its hold) in that mode.
 		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockModeChanged", "WaitForLock",
 			"Annotation %s is %s, but LockClaim %s was made with mode %s, which cannot change: the pod holds or waits for lock %s in mode %s; replace the pod to hold the lock in another mode",
-			locksv1alpha1.PodLockModeAnnotation, annotated, claim.Name, claimMode(claim), lockName, claimMode(claim))
+			locksv1alpha1.PodLockModeAnnotation, annotated, claim.Name, modeOf(claim), lockName, modeOf(claim))
 	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld:
@@ -169,7 +168,7 @@ func (r *PodLockReconciler) claimLost(ctx context.Context, pod *corev1.Pod, lock
 	if lock.Spec.LossPolicy != locksv1alpha1.LossPolicyEvict {
 		return ctrl.Result{}, nil
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return ctrl.Result{}, err
 	}
 	err := r.evictions.evict(ctx, pod, pod.UID)
@@ -235,8 +234,8 @@ func annotatedMode(pod *corev1.Pod) (mode locksv1alpha1.LockMode, ok bool) {
 	return mode, mode.IsValid()
 }
 
-// claimMode is the claim's mode, Shared when the claim predates modes.
-func claimMode(claim *locksv1alpha1.LockClaim) locksv1alpha1.LockMode {
+// modeOf is the claim's mode, Shared when the claim predates modes.
+func modeOf(claim *locksv1alpha1.LockClaim) locksv1alpha1.LockMode {
 	if claim.Spec.Mode == "" {
 		return locksv1alpha1.LockModeShared
 	}
@@ -252,7 +251,7 @@ func modeChanged(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (annotated str
 	if ok && mode == "" {
 		mode, annotated = locksv1alpha1.LockModeShared, "absent (Shared)"
 	}
-	return annotated, !ok || mode != claimMode(claim)
+	return annotated, !ok || mode != modeOf(claim)
 }
 
 // reportWaiting repeats on the pod why its claim waits when that is a mistake to fix (a missing
@@ -284,7 +283,7 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	if err != nil {
 		return err
 	}
-	if err := checkGuard(r.Guard); err != nil {
+	if err := r.Guard.Check(); err != nil {
 		return err
 	}
 	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {

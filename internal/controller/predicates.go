@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/leaderguard"
 )
 
 // claimChangedForLock passes the claim events its lock's pass must see: creation, deletion, the
@@ -42,12 +41,4 @@ func claimChangedForLock(written *ownWrites) predicate.Predicate {
 				!slices.Equal(o.Finalizers, n.Finalizers)
 		},
 	}
-}
-
-// checkGuard asks guard, if there is one, whether this process may still write as leader.
-func checkGuard(guard *leaderguard.Guard) error {
-	if guard == nil {
-		return nil
-	}
-	return guard.Check()
 }

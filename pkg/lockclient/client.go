@@ -40,12 +40,9 @@ package lockclient
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -176,16 +173,11 @@ func (r *Result) Holder() string {
 }
 
 // ClaimName is the name of the claim that pod (with UID uid) makes for lock: stable across
-// restarts of the pod's containers, different for a replacement pod of the same name.
+// restarts of the pod's containers, different for a replacement pod of the same name. The
+// controller gives an annotated pod's claim the same name (locksv1alpha1.PodClaimName), so that
+// lockctl in such a pod attaches to it.
 func ClaimName(pod string, uid types.UID, lock string) string {
-	sum := sha256.Sum256([]byte(string(uid) + "/" + lock))
-	suffix := hex.EncodeToString(sum[:])[:10]
-	base := pod + "-" + lock
-	const maxBase = 253 - 1 - 10
-	if len(base) > maxBase {
-		base = strings.TrimRight(base[:maxBase], "-.")
-	}
-	return base + "-" + suffix
+	return locksv1alpha1.PodClaimName(pod, uid, lock)
 }
 
 // PodClaim returns the name of the claim that pod has (or would have) for lock in namespace. It
