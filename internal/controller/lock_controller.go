@@ -43,6 +43,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
@@ -58,7 +59,7 @@ import (
 type DistributedLockReconciler struct {
 	client.Client
 	// Backends finds each lock's backend session.
-	Backends *BackendResolver
+	Backends *registry.Resolver
 	// Renewer renews held locks and reports lost ones.
 	Renewer *renewal.Renewer
 	// Recorder emits events on claim transitions.
@@ -125,10 +126,10 @@ type lockScope struct {
 	// ledger's key, shared by every LockBackend of the store.
 	store string
 	// unusable says why the backend cannot be used now; nil when it can.
-	unusable *UnusableError
+	unusable *registry.UnusableError
 	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
 	// The lock then grants nothing (holds it already has go on until they end).
-	conflict *UnusableError
+	conflict *registry.UnusableError
 	// keyTaken says the key passed to this lock in this pass: it grants in the next one.
 	keyTaken bool
 	// key is the lock's backend key and ttl its lease duration.

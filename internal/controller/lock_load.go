@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 )
 
@@ -98,7 +99,7 @@ func (r *DistributedLockReconciler) load(ctx context.Context, name types.Namespa
 // now, the pass grants nothing and writes the lock (its last token moves up by one): the next
 // pass's grant is then preconditioned on a resourceVersion above every write of the key's earlier
 // owners, so that its token is above theirs (package fencing).
-func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (*UnusableError, error) {
+func (r *DistributedLockReconciler) takeKey(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
 	self := ownerOf(s.lock)
 	owner, taken, err := r.Keys.Take(ctx, ledgerKey(s), self)
 	switch {
@@ -127,12 +128,12 @@ const keyTakenRetry = 100 * time.Millisecond
 // keyConflict says which lock took lock's key first: by name within the namespace, and only as
 // "another lock" across namespaces, which a namespace user is not told about. It names this
 // lock's backend, not the store (an address) nor the other lock's backend.
-func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, backend string) *UnusableError {
+func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, backend string) *registry.UnusableError {
 	other := "Another DistributedLock"
 	if owner.Namespace == lock.Namespace {
 		other = "DistributedLock " + owner.Name
 	}
-	return &UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: fmt.Sprintf(
+	return &registry.UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: fmt.Sprintf(
 		"%s resolves to the same key in the store of backend %s and took it first; this lock grants nothing until that lock is deleted (give this one another spec.key)",
 		other, backend)}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 )
 
@@ -229,7 +230,7 @@ func acquiredReason(st *locksv1alpha1.LockClaimStatus) string {
 // unusableReason is the reason a waiting claim shows for a backend it cannot use: mistakes to
 // fix keep their own reason, so that clients (lockctl) can fail fast on them; everything else is
 // an outage to wait out.
-func unusableReason(u *UnusableError) string {
+func unusableReason(u *registry.UnusableError) string {
 	switch u.Reason {
 	case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed, locksv1alpha1.ReasonKeyConflict:
 		return u.Reason

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 )
 
@@ -365,7 +366,7 @@ func TestUnusableReason(t *testing.T) {
 		locksv1alpha1.ReasonSecretNotFound:      locksv1alpha1.ReasonBackendUnavailable,
 	}
 	for in, want := range cases {
-		if got := unusableReason(&UnusableError{Reason: in}); got != want {
+		if got := unusableReason(&registry.UnusableError{Reason: in}); got != want {
 			t.Errorf("unusableReason(%s) = %s, want %s", in, got, want)
 		}
 	}

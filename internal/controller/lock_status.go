@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 )
 
 // Pure functions computing a DistributedLock's status from what a pass observed.
@@ -28,7 +29,7 @@ import (
 // setLockConditions sets BackendReady from the backend check (nil problem = usable) and Ready:
 // claims on it can be granted, which takes a usable backend and a key no other lock took first
 // (nil conflict).
-func setLockConditions(lock *locksv1alpha1.DistributedLock, problem, conflict *UnusableError, backendName string) {
+func setLockConditions(lock *locksv1alpha1.DistributedLock, problem, conflict *registry.UnusableError, backendName string) {
 	cond := metav1.Condition{
 		Type:               locksv1alpha1.ConditionBackendReady,
 		Status:             metav1.ConditionTrue,

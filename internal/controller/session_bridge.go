@@ -26,6 +26,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
@@ -48,7 +49,7 @@ import (
 // so nobody else can be granted the lock, and the lock's first pass ends it as before.
 type sessionBridge struct {
 	client   client.Reader
-	backends *BackendResolver
+	backends *registry.Resolver
 	renewer  *renewal.Renewer
 	clock    clock.Clock
 }

@@ -66,7 +66,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := SetupIndexes(ctx, mgr); err != nil {
 		return fmt.Errorf("registering field indexes: %w", err)
 	}
-	resolver := &BackendResolver{Client: mgr.GetClient(), Registry: o.Registry}
+	resolver := &registry.Resolver{Client: mgr.GetClient(), Registry: o.Registry}
 	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
 	// minutes, and lockwarden's events seldom repeat (package boundedevents).
 	var dropped *prometheus.CounterVec

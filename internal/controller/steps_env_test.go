@@ -86,7 +86,7 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 	c := builder.Build()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 	store := fake.New(fake.WithClock(clk))
-	resolver := &BackendResolver{Client: c, Registry: registry.New(store)}
+	resolver := &registry.Resolver{Client: c, Registry: registry.New(store)}
 	recorder := events.NewFakeRecorder(100)
 	r := &DistributedLockReconciler{
 		Client:   c,

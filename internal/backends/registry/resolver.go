@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package registry
 
 import (
 	"context"
@@ -29,17 +29,16 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
-	"github.com/lockwarden/lockwarden/internal/backends/registry"
 )
 
-// BackendResolver finds the backend session for a DistributedLock: the LockBackend it names (or
+// Resolver finds the backend session for a DistributedLock: the LockBackend it names (or
 // the built-in one), checked against the backend's namespaceSelector and its last probe. It is
 // shared by the reconcilers and the renewer, so that all of them see the same sessions.
-type BackendResolver struct {
+type Resolver struct {
 	// Client reads LockBackends and Namespaces (from the cache).
 	Client client.Client
 	// Registry opens and caches backend sessions.
-	Registry *registry.Registry
+	Registry *Registry
 }
 
 // UnusableError says why a lock's backend cannot be used now, as a condition reason and message.
@@ -50,13 +49,13 @@ type UnusableError struct {
 
 func (e *UnusableError) Error() string { return e.Message }
 
-// LockBackendUse is what a lock's pass needs of its backend: the session (nil when the backend
+// Use is what a lock's pass needs of its backend: the session (nil when the backend
 // cannot be used now), the backend's name, the store it reaches, and where the lock's key lives
 // on it.
-type LockBackendUse struct {
+type Use struct {
 	Session backends.Backend
 	Name    string
-	// Store is the identity of the store the backend reaches (registry.StoreOf), which keys the
+	// Store is the identity of the store the backend reaches (StoreOf), which keys the
 	// key ledger: every LockBackend of one store shares its keys (DESIGN §2).
 	Store     string
 	KeyPolicy locksv1alpha1.KeyPolicy
@@ -66,16 +65,16 @@ type LockBackendUse struct {
 // the LockBackend. An *UnusableError means the lock cannot be granted now (fail closed); Name,
 // Store and KeyPolicy are set then too, so that the pass can still name the lock's key. Other
 // errors are transient API errors.
-func (r *BackendResolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (LockBackendUse, error) {
-	use := LockBackendUse{Name: lock.BackendName(), KeyPolicy: locksv1alpha1.KeyPolicyNamespaced}
+func (r *Resolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedLock) (Use, error) {
+	use := Use{Name: lock.BackendName(), KeyPolicy: locksv1alpha1.KeyPolicyNamespaced}
 	lb, err := r.lockBackend(ctx, use.Name)
 	if err != nil {
 		// No such backend (an *UnusableError): nothing is granted on it, Namespaced is the key
 		// its locks had, and its store is known only by its name, which no other backend shares.
-		use.Store = registry.MissingStore(use.Name)
+		use.Store = MissingStore(use.Name)
 		return use, err
 	}
-	use.Store, use.KeyPolicy = registry.StoreOf(lb), keyPolicyOf(lb)
+	use.Store, use.KeyPolicy = StoreOf(lb), keyPolicyOf(lb)
 	if lb != nil && lb.Spec.NamespaceSelector != nil {
 		if err := r.admits(ctx, lb, lock.Namespace); err != nil {
 			return use, err
@@ -113,7 +112,7 @@ func keyPolicyOf(lb *locksv1alpha1.LockBackend) locksv1alpha1.KeyPolicy {
 // renewer keeps renewing what was granted, and lets the backend itself say whether it answers.
 // When the LockBackend's spec was edited into one that cannot be opened, it returns the session
 // still open for the spec before, whose holds can go on being renewed.
-func (r *BackendResolver) ByName(ctx context.Context, name string) (backends.Backend, error) {
+func (r *Resolver) ByName(ctx context.Context, name string) (backends.Backend, error) {
 	lb, err := r.lockBackend(ctx, name)
 	if err != nil {
 		return nil, err
@@ -129,7 +128,7 @@ func (r *BackendResolver) ByName(ctx context.Context, name string) (backends.Bac
 
 // lockBackend returns the LockBackend called name, or nil for the built-in backend when no object
 // of that name exists.
-func (r *BackendResolver) lockBackend(ctx context.Context, name string) (*locksv1alpha1.LockBackend, error) {
+func (r *Resolver) lockBackend(ctx context.Context, name string) (*locksv1alpha1.LockBackend, error) {
 	lb := &locksv1alpha1.LockBackend{}
 	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, lb)
 	switch {
@@ -144,7 +143,7 @@ func (r *BackendResolver) lockBackend(ctx context.Context, name string) (*locksv
 	return lb, nil
 }
 
-func (r *BackendResolver) admits(ctx context.Context, lb *locksv1alpha1.LockBackend, namespace string) error {
+func (r *Resolver) admits(ctx context.Context, lb *locksv1alpha1.LockBackend, namespace string) error {
 	selector, err := metav1.LabelSelectorAsSelector(lb.Spec.NamespaceSelector)
 	if err != nil {
 		return &UnusableError{Reason: locksv1alpha1.ReasonNamespaceNotAllowed,
