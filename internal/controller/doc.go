@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controller holds one reconciler per lockwarden kind.
+// Package controller holds the thin reconcilers around the lock engine (package lockengine, the
+// per-lock pass that grants, renews and releases): the claim's finalizer, the LockBackend probe,
+// pods that ask for a lock by annotation, and the eviction of holders that lost their lock; and
+// Setup, which wires them and the engine into a manager.
 //
 // The RBAC markers below are the controller's whole cluster-wide permission set; controller-gen
 // turns them into config/rbac/role.yaml and hack/chartgen copies that into the Helm chart. They
@@ -24,7 +27,7 @@ limitations under the License.
 //
 // Reads of every kind below go through the manager's informer cache, which sends list and watch
 // and never get, with one exception: a DistributedLock that owns a backend key in the key ledger
-// but is missing from the cache is looked up on the API server itself (lockAlive), since a cache
+// but is missing from the cache is looked up on the API server itself (lockengine's lockAlive), since a cache
 // that lags must never let another lock take a live owner's key. (Against an API server that
 // streams lists, informers need watch alone; list is for servers that do not.)
 package controller

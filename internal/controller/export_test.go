@@ -19,11 +19,3 @@ package controller
 // HolderPatch lets the envtest specs (package controller_test) send the pod patch to the real
 // API server.
 var HolderPatch = holderPatch
-
-// serving says how many locks have a pass running or waiting: passlocks_test.go checks that the
-// map drops a lock once its last pass ends.
-func (p *passLocks) serving() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.locks)
-}

@@ -17,7 +17,6 @@ limitations under the License.
 package controller
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
@@ -28,10 +27,9 @@ import (
 
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/boundedevents"
-	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
-	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
 // Options are what Setup needs besides the manager.
@@ -62,11 +60,6 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Namespace == "" {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
 	}
-	ctx := context.Background()
-	if err := SetupIndexes(ctx, mgr); err != nil {
-		return fmt.Errorf("registering field indexes: %w", err)
-	}
-	resolver := &registry.Resolver{Client: mgr.GetClient(), Registry: o.Registry}
 	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
 	// minutes, and lockwarden's events seldom repeat (package boundedevents).
 	var dropped *prometheus.CounterVec
@@ -83,36 +76,9 @@ func Setup(mgr manager.Manager, o Options) error {
 			return fmt.Errorf("adding the leader guard: %w", err)
 		}
 	}
-	locks := &DistributedLockReconciler{
-		Guard:                   o.Guard,
-		Client:                  mgr.GetClient(),
-		Backends:                resolver,
-		Recorder:                recorder,
-		Metrics:                 o.Metrics,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
-	}
-	var renewerOpts []renewal.Option
-	if o.Clock != nil {
-		locks.Clock = o.Clock
-		renewerOpts = append(renewerOpts, renewal.WithClock(o.Clock))
-	}
-	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.
-	renewerOpts = append(renewerOpts, renewal.WithAfterRenewals(o.Registry.CloseRetired))
-	locks.Renewer = renewal.New(resolver.ByName, locks.NotifyLost, renewerOpts...)
-	o.Registry.OnRetire(locks.Renewer.Wake)
-	if err := mgr.Add(locks.Renewer); err != nil {
-		return fmt.Errorf("adding the renewer: %w", err)
-	}
-	bridge := &sessionBridge{client: mgr.GetClient(), backends: resolver, renewer: locks.Renewer, clock: clock.RealClock{}}
-	if o.Clock != nil {
-		bridge.clock = o.Clock
-	}
-	if err := mgr.Add(bridge); err != nil {
-		return fmt.Errorf("adding the session bridge: %w", err)
-	}
-	if err := locks.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the DistributedLock controller: %w", err)
+	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace}); err != nil {
+		return err
 	}
 	if err := (&LockClaimReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the LockClaim controller: %w", err)

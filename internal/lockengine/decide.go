@@ -1,0 +1,314 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+)
+
+// This file holds the decisions of a lock's pass as pure functions of what the pass read: who
+// holds, who must let go and why, who is next, when to look again. The reconciler reads, calls
+// them and writes; table tests cover them (decide_test.go).
+
+// ending says that a claim's part in a hold, or its wait, is over, and how its status says so.
+type ending struct {
+	phase   locksv1alpha1.ClaimPhase
+	reason  string
+	message string
+	// unreleased: a hold that ends so ends without its holder letting go (it died, or lost the
+	// lock), so the lock's lockDelaySeconds applies.
+	unreleased bool
+}
+
+// holderFacts is what a pass knows of one claim that shares the lock's recorded hold.
+type holderFacts struct {
+	// deleting: the claim has a deletionTimestamp.
+	deleting bool
+	// lockDeleting: the DistributedLock has a deletionTimestamp.
+	lockDeleting bool
+	// lockName names the lock, for messages.
+	lockName string
+	// pod is the liveness of the holder pod; Alive for a detached claim.
+	pod podliveness.Verdict
+	// deletedWithPod: the claim is being deleted by its holder pod's foreground deletion (the
+	// claim is owned by the pod, which terminates with the foregroundDeletion finalizer):
+	// Kubernetes deletes a pod's dependents first, while its containers may still run.
+	deletedWithPod bool
+}
+
+// holderEnding says whether a claim that shares the recorded hold lets go of it in this pass, and
+// why: its lock is going, its pod died, or the claim was deleted. nil: it keeps holding.
+//
+// How a hold ends follows the holder's fate, not the order in which the pass saw the events
+// (DESIGN §3, Release): a holder that died ended without a release (lockDelaySeconds and
+// lossPolicy apply) even when garbage collection deleted its claim in the same instant; a claim
+// that its pod's foreground deletion removes holds until the pod is gone, since a terminating
+// pod's containers may still run; a claim deleted while its holder lives is a release.
+func holderEnding(f holderFacts) *ending {
+	switch {
+	case f.lockDeleting:
+		return &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
+	case !f.pod.Alive:
+		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonHolderTerminated,
+			message: "Released: " + f.pod.Reason, unreleased: !f.pod.Completed}
+	case f.deleting && f.deletedWithPod:
+		return nil
+	case f.deleting:
+		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonClaimDeleted, message: "Released: the claim was deleted"}
+	}
+	return nil
+}
+
+// lostEnding is how a held claim ends whose hold the backend no longer has.
+func lostEnding(message string) *ending {
+	return &ending{phase: locksv1alpha1.ClaimLost, reason: locksv1alpha1.ReasonRenewFailed, message: message, unreleased: true}
+}
+
+// lockDelayEnd is when a lock whose hold ended without a release at now may be granted again,
+// given its lockDelaySeconds and the delay already under way (nil: none); nil when there is no
+// delay. A later end never shortens a delay under way.
+func lockDelayEnd(delaySeconds int32, current *time.Time, now time.Time) *time.Time {
+	if delaySeconds <= 0 {
+		return current
+	}
+	end := now.Add(time.Duration(delaySeconds) * time.Second)
+	if current != nil && current.After(end) {
+		return current
+	}
+	return &end
+}
+
+// grantDelay is how long a lock must still wait before it grants, given status.lockDelayUntil;
+// 0 when it may grant now.
+func grantDelay(until *time.Time, now time.Time) time.Duration {
+	if until == nil || !now.Before(*until) {
+		return 0
+	}
+	return until.Sub(now)
+}
+
+// lockDelayMessage says why the head of the queue waits out a lock delay.
+func lockDelayMessage(until time.Time, delaySeconds int32) string {
+	return fmt.Sprintf("The last hold ended without a release; no grant before %s (lockDelaySeconds=%d)",
+		until.UTC().Format(time.RFC3339), delaySeconds)
+}
+
+// waiterFacts is what a pass knows of one claim that waits for the lock.
+type waiterFacts struct {
+	// lockDeleting: the DistributedLock has a deletionTimestamp.
+	lockDeleting bool
+	// lockName names the lock, for messages.
+	lockName string
+	// namespace is the claim's namespace, for messages.
+	namespace string
+	// podName is the holder pod's name; empty for a detached claim.
+	podName string
+	// pod is the holder pod from the cache, nil when absent.
+	pod *corev1.Pod
+	// podUID is the UID recorded in the claim's status, empty when none yet.
+	podUID types.UID
+}
+
+// waiterVerdict is what becomes of a waiting claim before the queue is served.
+type waiterVerdict struct {
+	// end is set when the claim stops waiting for good.
+	end *ending
+	// missing, when set, says that its holder (a pod, or a heartbeat Lease: heartbeats.go)
+	// does not exist yet: it cannot be granted now, and waits aside.
+	missing *missingHolder
+}
+
+// judgeWaiter decides whether a waiting claim goes on waiting: not when its lock is going or its
+// pod died before it was granted. (A wait that is over ends after the queue was served, so that
+// waitTimeoutSeconds: 0 still tries once.)
+func judgeWaiter(f waiterFacts) waiterVerdict {
+	if f.lockDeleting {
+		return waiterVerdict{end: &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}}
+	}
+	if f.podName == "" {
+		return waiterVerdict{}
+	}
+	if f.pod == nil && f.podUID == "" {
+		// The pod may not have been created yet: wait for it (the Pod watch wakes the lock).
+		return waiterVerdict{missing: &missingHolder{reason: locksv1alpha1.ReasonPodNotFound,
+			what: fmt.Sprintf("Pod %s does not exist in namespace %s", f.podName, f.namespace)}}
+	}
+	if v := podliveness.Check(f.pod, f.podName, f.podUID); !v.Alive {
+		return waiterVerdict{end: &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated,
+			message: "The holder will never get the lock: " + v.Reason}}
+	}
+	return waiterVerdict{}
+}
+
+// holderMissingLimit is how long a claim may name a holder that does not exist (a pod or a
+// heartbeat Lease never seen) before it fails. Such a claim waits aside and blocks nobody, so the
+// limit is not about the queue: it turns a typo or a holder that will never come into a Failed
+// claim while someone is still looking, instead of a claim that waits for ever. Two minutes is far
+// more than the moments between a claim and a holder created together (a client creates the
+// claim, then its Lease; a StatefulSet's pod follows its claim within seconds), and well within
+// the time a person watching a rollout waits before looking.
+const holderMissingLimit = 2 * time.Minute
+
+// missingHolder is what a pass knows of a waiting claim whose holder does not exist yet.
+type missingHolder struct {
+	// reason is the condition reason that names what is missing (PodNotFound, HeartbeatNotFound).
+	reason string
+	// what says what is missing, as a sentence that starts a message ("Pod web-0 does not exist
+	// in namespace team").
+	what string
+	// created is the claim's creationTimestamp, from which the limit counts.
+	created time.Time
+}
+
+// judgeMissingHolder decides for a claim that waits aside for its holder: it fails once
+// holderMissingLimit has passed since the claim was created; until then it waits, with a message
+// that says it blocks nobody and when it gives up, and the pass looks again at that moment.
+func judgeMissingHolder(m missingHolder, now time.Time) (end *ending, message string, wait time.Duration) {
+	deadline := m.created.Add(holderMissingLimit)
+	if !now.Before(deadline) {
+		return &ending{phase: locksv1alpha1.ClaimFailed, reason: m.reason,
+			message: fmt.Sprintf("%s; gave up after %s (create the holder before or with its claim)", m.what, holderMissingLimit)}, "", 0
+	}
+	return nil, fmt.Sprintf("%s; the claim waits aside for it, behind no one and blocking no one, and fails at %s if it is still missing",
+		m.what, deadline.UTC().Format(time.RFC3339)), deadline.Sub(now)
+}
+
+// timedOutEnding is how a claim ends whose wait is over.
+func timedOutEnding(waitTimeoutSeconds int32) *ending {
+	return &ending{phase: locksv1alpha1.ClaimTimedOut, reason: locksv1alpha1.ReasonWaitTimedOut,
+		message: fmt.Sprintf("Gave up after waitTimeoutSeconds=%d", waitTimeoutSeconds)}
+}
+
+// lowPriority says whether a claim's status change is one no client waits for: a queued claim
+// whose place or wording changed. (A new claim's first status is written at once.)
+func lowPriority(before, after *locksv1alpha1.LockClaimStatus) bool {
+	queued := func(st *locksv1alpha1.LockClaimStatus) bool {
+		if st.Phase != locksv1alpha1.ClaimPending {
+			return false
+		}
+		reason := acquiredReason(st)
+		return reason == locksv1alpha1.ReasonQueued || reason == locksv1alpha1.ReasonContended
+	}
+	return queued(after) && queued(before)
+}
+
+// acquiredReason is the reason of a claim status's Acquired condition.
+func acquiredReason(st *locksv1alpha1.LockClaimStatus) string {
+	for _, c := range st.Conditions {
+		if c.Type == locksv1alpha1.ConditionAcquired {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// unusableReason is the reason a waiting claim shows for a backend it cannot use: mistakes to
+// fix keep their own reason, so that clients (lockctl) can fail fast on them; everything else is
+// an outage to wait out.
+func unusableReason(u *registry.UnusableError) string {
+	switch u.Reason {
+	case locksv1alpha1.ReasonBackendNotFound, locksv1alpha1.ReasonNamespaceNotAllowed, locksv1alpha1.ReasonKeyConflict:
+		return u.Reason
+	}
+	return locksv1alpha1.ReasonBackendUnavailable
+}
+
+// fifo orders the waiting claims of one lock: creation time, then name.
+func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
+	out := slices.Clone(claims)
+	slices.SortStableFunc(out, queueOrder)
+	return out
+}
+
+// queuedMessage says where a waiting claim stands.
+func queuedMessage(holders []locksv1alpha1.LockHolder, position int32) string {
+	switch len(holders) {
+	case 0:
+		return fmt.Sprintf("Waiting behind %d claim(s)", position-1)
+	case 1:
+		return fmt.Sprintf("Held by claim %s; position %d in the queue", holders[0].Claim, position)
+	}
+	return fmt.Sprintf("Held by %d claims; position %d in the queue", len(holders), position)
+}
+
+// refreshMargin is how long before a held claim's status.expireTime passes the claim is rewritten
+// from the Renewer's latest confirmation: an eighth of the lease. The Renewer confirms a hold every
+// sixth of a lease (renewal.Interval), so an expireTime written from a renewal at R falls due at
+// R + 7/8 lease, a twenty-fourth of a lease after the renewal at R + 5/6 lease: that renewal has
+// landed, and the write moves expireTime five sixths of a lease on (1.2 writes per held claim per
+// lease; a write due exactly at a renewal would race it, and each lost race moves expireTime a
+// sixth less). The eighth left before expiry is the time the write has to land. Exactly one write
+// per lease cannot keep expireTime in the future: see docs/how-locks-work.md.
+func refreshMargin(ttl time.Duration) time.Duration { return ttl / 8 }
+
+// refreshDue says whether a held claim's status.expireTime must be moved forward now: once it is
+// within refreshMargin of passing, or was never written.
+func refreshDue(expire *time.Time, ttl time.Duration, now time.Time) bool {
+	return expire == nil || expire.Sub(now) <= refreshMargin(ttl)
+}
+
+// refreshWait is how long until the lock's pass must look again at a held claim whose
+// status.expireTime is expire (after this pass's refresh, if it wrote one): until the refresh falls
+// due; or, for one due that this pass could not move (the renewal before it is late, or failing),
+// a twenty-fourth of the lease (at least 100 ms), about three more looks before expiry. A failing
+// renewal ends the hold through the Renewer, not here.
+func refreshWait(expire time.Time, ttl time.Duration, now time.Time) time.Duration {
+	if wait := expire.Add(-refreshMargin(ttl)).Sub(now); wait > 0 {
+		return wait
+	}
+	return max(ttl/24, 100*time.Millisecond)
+}
+
+// lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting
+// count, the "Queued" status of new claims) are held back and folded together, so that they never
+// crowd out a grant: a busy lock's waiters would otherwise each be rewritten at every handoff.
+const lowPriorityDelay = 5 * time.Second
+
+// lowPriorityDue decides, for a lock whose pass has only low-priority changes to write, whether to
+// write them now. dirtySince is when such changes were first held back (zero: not yet). It
+// returns whether to write, and when to look again if not.
+func lowPriorityDue(dirtySince, now time.Time) (write bool, wait time.Duration) {
+	if dirtySince.IsZero() {
+		return false, lowPriorityDelay
+	}
+	if due := dirtySince.Add(lowPriorityDelay); now.Before(due) {
+		return false, due.Sub(now)
+	}
+	return true, 0
+}
+
+// soonest keeps the shorter of two waits, zero meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

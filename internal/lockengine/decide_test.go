@@ -1,0 +1,402 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+)
+
+func TestHolderEnding(t *testing.T) {
+	alive := podliveness.Verdict{Alive: true}
+	dead := podliveness.Verdict{Reason: "pod p failed"}
+	succeeded := podliveness.Verdict{Reason: "pod p succeeded", Completed: true}
+	cases := []struct {
+		name       string
+		facts      holderFacts
+		wantPhase  locksv1alpha1.ClaimPhase
+		wantReason string
+		// wantDelay: the hold ends without a release, so lockDelaySeconds applies.
+		wantDelay bool
+	}{
+		{"keeps holding", holderFacts{pod: alive}, "", "", false},
+		{"claim deleted", holderFacts{deleting: true, pod: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
+		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+		{"pod ran to completion", holderFacts{pod: succeeded}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
+		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, false},
+		{"a dead holder ends ungracefully even when its claim was deleted in the same instant", holderFacts{deleting: true, pod: dead},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+		{"a completed holder whose claim was deleted: no delay", holderFacts{deleting: true, pod: succeeded},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
+		{"a claim its pod's foreground deletion removes holds while the pod terminates", holderFacts{deleting: true, deletedWithPod: true, pod: alive}, "", "", false},
+		{"the foreground-deleted pod gone: ungraceful end", holderFacts{deleting: true, deletedWithPod: true, pod: dead},
+			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+	}
+	for _, c := range cases {
+		got := holderEnding(c.facts)
+		switch {
+		case c.wantPhase == "" && got != nil:
+			t.Errorf("%s: ends with %+v, want no ending", c.name, *got)
+		case c.wantPhase != "" && (got == nil || got.phase != c.wantPhase || got.reason != c.wantReason || got.unreleased != c.wantDelay):
+			t.Errorf("%s: got %+v, want %s/%s unreleased=%v", c.name, got, c.wantPhase, c.wantReason, c.wantDelay)
+		}
+	}
+	if lost := lostEnding("gone"); !lost.unreleased {
+		t.Errorf("a lost hold must start the lock delay: %+v", lost)
+	}
+}
+
+func TestLockDelay(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name    string
+		seconds int32
+		current *time.Time
+		want    *time.Time
+	}{
+		{"no delay configured", 0, nil, nil},
+		{"starts a delay", 30, nil, at(30 * time.Second)},
+		{"a later end moves it on", 30, at(10 * time.Second), at(30 * time.Second)},
+		{"never shortens one under way (the delay was lowered since)", 5, at(20 * time.Second), at(20 * time.Second)},
+		{"delay turned off keeps one under way", 0, at(20 * time.Second), at(20 * time.Second)},
+	}
+	for _, c := range cases {
+		got := lockDelayEnd(c.seconds, c.current, now)
+		if (got == nil) != (c.want == nil) || got != nil && !got.Equal(*c.want) {
+			t.Errorf("%s: lockDelayEnd = %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	waits := []struct {
+		name  string
+		until *time.Time
+		want  time.Duration
+	}{
+		{"none", nil, 0},
+		{"ahead", at(12 * time.Second), 12 * time.Second},
+		{"just over", at(0), 0},
+		{"past", at(-time.Minute), 0},
+	}
+	for _, c := range waits {
+		if got := grantDelay(c.until, now); got != c.want {
+			t.Errorf("%s: grantDelay = %s, want %s", c.name, got, c.want)
+		}
+	}
+	if got, want := lockDelayMessage(now.Add(30*time.Second), 30), "The last hold ended without a release; no grant before 2026-12-02T10:00:30Z (lockDelaySeconds=30)"; got != want {
+		t.Errorf("lockDelayMessage = %q, want %q", got, want)
+	}
+}
+
+func TestJudgeWaiter(t *testing.T) {
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	failed := running.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	cases := []struct {
+		name        string
+		facts       waiterFacts
+		wantEnd     string // reason, "" for none
+		wantMissing bool
+	}{
+		{"detached claim waits", waiterFacts{}, "", false},
+		{"lock being deleted", waiterFacts{lockDeleting: true, lockName: "db"}, locksv1alpha1.ReasonLockNotFound, false},
+		{"pod not created yet", waiterFacts{podName: "p"}, "", true},
+		{"pod running", waiterFacts{podName: "p", pod: running}, "", false},
+		{"pod failed before the grant", waiterFacts{podName: "p", pod: failed}, locksv1alpha1.ReasonHolderTerminated, false},
+		{"pod seen once, now gone", waiterFacts{podName: "p", podUID: "uid-1"}, locksv1alpha1.ReasonHolderTerminated, false},
+		{"pod replaced", waiterFacts{podName: "p", pod: running, podUID: types.UID("uid-0")}, locksv1alpha1.ReasonHolderTerminated, false},
+	}
+	for _, c := range cases {
+		got := judgeWaiter(c.facts)
+		reason := ""
+		if got.end != nil {
+			reason = got.end.reason
+		}
+		missing := got.missing != nil
+		if reason != c.wantEnd || missing != c.wantMissing {
+			t.Errorf("%s: end %q, missing %v; want %q, %v", c.name, reason, missing, c.wantEnd, c.wantMissing)
+		}
+		if missing && got.missing.reason != locksv1alpha1.ReasonPodNotFound {
+			t.Errorf("%s: missing reason %q, want %s", c.name, got.missing.reason, locksv1alpha1.ReasonPodNotFound)
+		}
+	}
+}
+
+func TestJudgeMissingHolder(t *testing.T) {
+	created := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	m := missingHolder{reason: locksv1alpha1.ReasonPodNotFound, what: "Pod web-0 does not exist in namespace team", created: created}
+	cases := []struct {
+		name     string
+		now      time.Time
+		wantEnd  bool
+		wantWait time.Duration
+		wantMsg  string
+	}{
+		{"just created: waits aside until the limit", created, false, holderMissingLimit,
+			"Pod web-0 does not exist in namespace team; the claim waits aside for it, behind no one and blocking no one, and fails at 2026-12-04T10:02:00Z if it is still missing"},
+		{"a second before the limit: still waits", created.Add(holderMissingLimit - time.Second), false, time.Second, ""},
+		{"at the limit: fails", created.Add(holderMissingLimit), true, 0, ""},
+		{"long after: fails", created.Add(time.Hour), true, 0, ""},
+	}
+	for _, c := range cases {
+		end, msg, wait := judgeMissingHolder(m, c.now)
+		if (end != nil) != c.wantEnd || wait != c.wantWait {
+			t.Errorf("%s: end %v, wait %s; want end %v, wait %s", c.name, end, wait, c.wantEnd, c.wantWait)
+		}
+		if c.wantMsg != "" && msg != c.wantMsg {
+			t.Errorf("%s: message %q, want %q", c.name, msg, c.wantMsg)
+		}
+		if end != nil && (end.phase != locksv1alpha1.ClaimFailed || end.reason != m.reason || end.unreleased) {
+			t.Errorf("%s: ending %+v, want Failed with reason %s", c.name, end, m.reason)
+		}
+	}
+}
+
+func TestLowPriority(t *testing.T) {
+	status := func(phase locksv1alpha1.ClaimPhase, reason string, position int32) *locksv1alpha1.LockClaimStatus {
+		st := &locksv1alpha1.LockClaimStatus{Phase: phase, QueuePosition: position}
+		if reason != "" {
+			st.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Reason: reason}}
+		}
+		return st
+	}
+	cases := []struct {
+		name          string
+		before, after *locksv1alpha1.LockClaimStatus
+		want          bool
+	}{
+		{"a queued claim moves up", status("Pending", "Queued", 3), status("Pending", "Queued", 2), true},
+		{"queued, then contended at the head", status("Pending", "Queued", 2), status("Pending", "Contended", 1), true},
+		{"a new claim's first status", status("", "", 0), status("Pending", "Queued", 4), false},
+		{"the backend came back", status("Pending", "BackendUnavailable", 0), status("Pending", "Queued", 1), false},
+		{"granted", status("Pending", "Queued", 1), status("Held", "Acquired", 0), false},
+		{"timed out", status("Pending", "Queued", 1), status("TimedOut", "WaitTimedOut", 0), false},
+	}
+	for _, c := range cases {
+		if got := lowPriority(c.before, c.after); got != c.want {
+			t.Errorf("%s: lowPriority = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestLowPriorityDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		dirty     time.Time
+		wantWrite bool
+		wantWait  time.Duration
+	}{
+		{"first held back", time.Time{}, false, lowPriorityDelay},
+		{"held back a moment ago", now.Add(-500 * time.Millisecond), false, lowPriorityDelay - 500*time.Millisecond},
+		{"due", now.Add(-lowPriorityDelay), true, 0},
+		{"overdue", now.Add(-time.Minute), true, 0},
+	}
+	for _, c := range cases {
+		write, wait := lowPriorityDue(c.dirty, now)
+		if write != c.wantWrite || wait != c.wantWait {
+			t.Errorf("%s: (%v, %s), want (%v, %s)", c.name, write, wait, c.wantWrite, c.wantWait)
+		}
+	}
+}
+
+func TestRefreshDue(t *testing.T) {
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	ttl := 30 * time.Second
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	cases := []struct {
+		name   string
+		expire *time.Time
+		want   bool
+	}{
+		{"never written", nil, true},
+		{"fresh", at(ttl), false},
+		{"two thirds left", at(2 * ttl / 3), false},
+		{"a sixth left: the renewal due now may not have landed", at(ttl / 6), false},
+		{"an eighth left", at(ttl / 8), true},
+		{"passed", at(-time.Second), true},
+	}
+	for _, c := range cases {
+		if got := refreshDue(c.expire, ttl, now); got != c.want {
+			t.Errorf("%s: refreshDue = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRefreshWait(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	const ttl = 30 * time.Second
+	cases := []struct {
+		name   string
+		expire time.Time
+		ttl    time.Duration
+		want   time.Duration
+	}{
+		{"just written: the lease less the margin", now.Add(ttl), ttl, ttl - ttl/8},
+		{"a moment before it falls due", now.Add(ttl/8 + time.Millisecond), ttl, time.Millisecond},
+		{"due and not moved: a twenty-fourth of the lease", now.Add(ttl / 8), ttl, ttl / 24},
+		{"passed and not moved", now.Add(-time.Second), ttl, ttl / 24},
+		{"a tiny lease: no busy loop", now, time.Second, 100 * time.Millisecond},
+	}
+	for _, c := range cases {
+		got := refreshWait(c.expire, c.ttl, now)
+		if got != c.want {
+			t.Errorf("%s: refreshWait = %s, want %s", c.name, got, c.want)
+		}
+	}
+	// The pass woken when the wait ends finds the refresh due.
+	expire := now.Add(ttl)
+	woken := now.Add(refreshWait(expire, ttl, now))
+	if !refreshDue(&expire, ttl, woken) {
+		t.Errorf("the pass woken after refreshWait must find the refresh due")
+	}
+}
+
+func TestAppearPriority(t *testing.T) {
+	free := &locksv1alpha1.DistributedLock{}
+	held := &locksv1alpha1.DistributedLock{Status: locksv1alpha1.DistributedLockStatus{Holders: []locksv1alpha1.LockHolder{{Claim: "c"}}}}
+	if p := appearPriority(free); p != nil {
+		t.Errorf("a free lock: priority %d, want the default", *p)
+	}
+	if p := appearPriority(held); p == nil || *p != resumePriority {
+		t.Errorf("a held lock: priority %v, want %d", p, resumePriority)
+	}
+	if p := appearPriority(nil); p != nil {
+		t.Errorf("nil: priority %d, want the default", *p)
+	}
+}
+
+func TestFIFO(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	claim := func(name string, created time.Time) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	}
+	got := fifo([]*locksv1alpha1.LockClaim{claim("late", t0.Add(2*time.Second)), claim("b", t0.Add(time.Second)), claim("a", t0.Add(time.Second)), claim("first", t0)})
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name)
+	}
+	want := []string{"first", "a", "b", "late"} // same second: the name decides
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("fifo = %v, want %v", names, want)
+		}
+	}
+}
+
+func TestSharesRecord(t *testing.T) {
+	rec := &locksv1alpha1.LockHolder{Claim: "a", Identity: "id-a", FencingToken: 9}
+	claim := func(name string, phase locksv1alpha1.ClaimPhase, identity string, token int64) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: locksv1alpha1.LockClaimStatus{Phase: phase, HolderIdentity: identity, FencingToken: token}}
+	}
+	cases := []struct {
+		name  string
+		rec   *locksv1alpha1.LockHolder
+		claim *locksv1alpha1.LockClaim
+		want  bool
+	}{
+		{"the recorded claim, held", rec, claim("a", "Held", "id-a", 9), true},
+		{"the recorded claim, its grant's status not written yet", rec, claim("a", "Pending", "", 0), true},
+		{"a reentrant claim of the same identity", rec, claim("b", "Held", "id-a", 9), true},
+		{"held under an older token", rec, claim("b", "Held", "id-a", 8), false},
+		{"held by another identity", rec, claim("c", "Held", "id-c", 9), false},
+		{"the recorded claim, already ended", rec, claim("a", "Released", "id-a", 9), false},
+		{"no record", nil, claim("a", "Held", "id-a", 9), false},
+	}
+	for _, c := range cases {
+		if got := sharesRecord(c.rec, c.claim); got != c.want {
+			t.Errorf("%s: sharesRecord = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTransitionEvent(t *testing.T) {
+	status := func(phase locksv1alpha1.ClaimPhase, reason string) *locksv1alpha1.LockClaimStatus {
+		return &locksv1alpha1.LockClaimStatus{Phase: phase, Conditions: []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Reason: reason}}}
+	}
+	cases := []struct {
+		st       *locksv1alpha1.LockClaimStatus
+		wantType string
+		wantOK   bool
+	}{
+		{status("Held", "Acquired"), corev1.EventTypeNormal, true},
+		{status("Released", "ClaimDeleted"), corev1.EventTypeNormal, true},
+		{status("Lost", "RenewFailed"), corev1.EventTypeWarning, true},
+		{status("Pending", "Queued"), "", false},
+		{status("Pending", "Contended"), "", false},
+		{status("Pending", "LockNotFound"), corev1.EventTypeWarning, true},
+	}
+	for _, c := range cases {
+		eventType, reason, _, ok := transitionEvent(c.st)
+		if ok != c.wantOK || eventType != c.wantType || (ok && reason != c.st.Conditions[0].Reason) {
+			t.Errorf("%s/%s: event (%q, %q, %v), want (%q, reason = condition reason, %v)",
+				c.st.Phase, c.st.Conditions[0].Reason, eventType, reason, ok, c.wantType, c.wantOK)
+		}
+	}
+}
+
+func TestUnusableReason(t *testing.T) {
+	cases := map[string]string{
+		locksv1alpha1.ReasonBackendNotFound:     locksv1alpha1.ReasonBackendNotFound,
+		locksv1alpha1.ReasonNamespaceNotAllowed: locksv1alpha1.ReasonNamespaceNotAllowed,
+		locksv1alpha1.ReasonBackendUnreachable:  locksv1alpha1.ReasonBackendUnavailable,
+		locksv1alpha1.ReasonSecretNotFound:      locksv1alpha1.ReasonBackendUnavailable,
+	}
+	for in, want := range cases {
+		if got := unusableReason(&registry.UnusableError{Reason: in}); got != want {
+			t.Errorf("unusableReason(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestBridgeTimings(t *testing.T) {
+	shorter := map[string]struct{ a, b, want time.Duration }{
+		"first lease":   {0, 10 * time.Second, 10 * time.Second},
+		"shorter lease": {10 * time.Second, 5 * time.Second, 5 * time.Second},
+		"longer lease":  {5 * time.Second, 30 * time.Second, 5 * time.Second},
+		"no lease":      {5 * time.Second, 0, 5 * time.Second},
+	}
+	for name, tc := range shorter {
+		if got := shorterTTL(tc.a, tc.b); got != tc.want {
+			t.Errorf("shorterTTL, %s: got %s, want %s", name, got, tc.want)
+		}
+	}
+	interval := map[string]struct {
+		ttl    time.Duration
+		failed bool
+		want   time.Duration
+	}{
+		"a sixth of the lease":       {30 * time.Second, false, 5 * time.Second},
+		"at least a second":          {5 * time.Second, false, time.Second},
+		"a second after a failure":   {30 * time.Second, true, time.Second},
+		"no lease known: one second": {0, false, time.Second},
+	}
+	for name, tc := range interval {
+		if got := bridgeInterval(tc.ttl, tc.failed); got != tc.want {
+			t.Errorf("bridgeInterval, %s: got %s, want %s", name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,421 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/identity"
+	"github.com/lockwarden/lockwarden/internal/mutant"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// This file is the holder half of a pass: which claims share the lock's recorded hold, which of
+// them let go and why, the backend release once none is left, resuming a hold after a leader
+// change, and keeping status.expireTime ahead of now.
+
+// sharesRecord says whether claim c is part of the lock's recorded hold: the claim it names, or a
+// held claim of the same identity with the same token (reentrancy).
+func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) bool {
+	if rec == nil || isFinal(c.Status.Phase) {
+		return false
+	}
+	if isHeld(c) {
+		return c.Status.HolderIdentity == rec.Identity && c.Status.FencingToken == rec.FencingToken
+	}
+	return c.Name == rec.Claim
+}
+
+// podVerdict is the liveness of c's holder pod, or of its heartbeat Lease; Alive for a detached
+// claim without one.
+func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
+	h := c.Spec.Holder
+	if h != nil && h.LeaseName != "" {
+		return s.heartbeatVerdict(c)
+	}
+	if h == nil || h.PodName == "" {
+		return podliveness.Verdict{Alive: true}
+	}
+	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
+}
+
+// deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
+// by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
+// foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
+func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
+	h := c.Spec.Holder
+	if h == nil || h.PodName == "" {
+		return false
+	}
+	pod := s.pods[h.PodName]
+	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
+		return false
+	}
+	owner := metav1.GetControllerOf(c)
+	return owner != nil && owner.UID == pod.UID
+}
+
+// holdKey names the hold of identity (a claim's holder identity) on the lock's key.
+func (s *lockScope) holdKey(identity string) renewal.HoldKey {
+	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
+}
+
+// backendIdentity is the value on the backend of identity's hold of this lock: the one the lock
+// record names when identity holds it, else the value a grant writes (package identity). A
+// record without one was granted before values were derived: the backend then holds identity
+// itself.
+func (s *lockScope) backendIdentity(id string) string {
+	if rec := s.recordOf(id); rec != nil {
+		return recordBackendIdentity(rec)
+	}
+	return identity.OnBackend(s.lock.UID, id)
+}
+
+// recordOf returns the lock record's entry of identity's hold; nil when it holds nothing.
+func (s *lockScope) recordOf(id string) *locksv1alpha1.LockHolder {
+	for i := range s.lock.Status.Holders {
+		if rec := &s.lock.Status.Holders[i]; rec.Identity == id {
+			return rec
+		}
+	}
+	return nil
+}
+
+// recordBackendIdentity is the value on the backend of the hold rec records.
+func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
+	if rec.BackendIdentity != "" {
+		return rec.BackendIdentity
+	}
+	return rec.Identity
+}
+
+// endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
+// and releases each backend hold once no claim shares it.
+func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
+	recs := s.lock.Status.Holders
+	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
+	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
+	unreleased := make([]bool, len(recs))
+	for _, c := range s.claims {
+		i := recordIndex(recs, c)
+		switch {
+		case i >= 0:
+			end := holderEnding(holderFacts{
+				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
+				lockName: s.lock.Name, pod: s.podVerdict(c), deletedWithPod: s.deletedWithPod(c),
+			})
+			if end != nil && end.reason == locksv1alpha1.ReasonHolderTerminated && mutant.Active(mutant.KeepDeadHolder) {
+				end = nil
+			}
+			if end == nil {
+				keep[i] = append(keep[i], c)
+				continue
+			}
+			r.endClaim(s, c, end)
+			ended[i] = append(ended[i], c)
+			unreleased[i] = unreleased[i] || end.unreleased
+		case isHeld(c):
+			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
+			// write did not land, or a newer grant replaced it.
+			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: s.podVerdict(c)})
+			if end == nil {
+				end = lostEnding("The lock was granted again since this claim's grant")
+			}
+			r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
+			r.endClaim(s, c, end)
+		}
+	}
+	var kept []locksv1alpha1.LockHolder
+	for i := range recs {
+		rec := &recs[i]
+		if len(keep[i]) == 0 {
+			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
+				return err
+			}
+			if unreleased[i] {
+				s.startLockDelay()
+			}
+			continue
+		}
+		if !sharesRecordName(keep[i], rec.Claim) {
+			rec.Claim = keep[i][0].Name // an heir of the same identity keeps the entry
+		}
+		lost, err := r.keepRecord(ctx, s, rec, keep[i])
+		if err != nil {
+			return err
+		}
+		if !lost {
+			kept = append(kept, *rec)
+		}
+	}
+	s.lock.Status.Holders = kept
+	return nil
+}
+
+// recordIndex is the index of the lock record's entry that claim c is part of; -1 for none.
+func recordIndex(recs []locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) int {
+	for i := range recs {
+		if sharesRecord(&recs[i], c) {
+			return i
+		}
+	}
+	return -1
+}
+
+func sharesRecordName(claims []*locksv1alpha1.LockClaim, name string) bool {
+	for _, c := range claims {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// endClaim ends c's hold or wait in its status, and stops renewing it for c.
+func (r *Reconciler) endClaim(s *lockScope, c *locksv1alpha1.LockClaim, end *ending) {
+	if isHeld(c) {
+		r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
+		if t := c.Status.AcquireTime; t != nil {
+			r.Metrics.HoldSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(t.Time).Seconds())
+		}
+		if end.phase == locksv1alpha1.ClaimLost {
+			r.Metrics.Losses.WithLabelValues(s.backendName, end.reason).Inc()
+		}
+	}
+	markEnded(c, end.phase, end.reason, end.message, s.now)
+}
+
+// releaseRecord frees the backend hold of a record entry once no claim shares it, owner-checked;
+// the caller drops the entry. A hold whose claims were deleted by hand is released the same way.
+func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, ended []*locksv1alpha1.LockClaim) error {
+	hold := s.holdKey(rec.Identity)
+	h, tracked := r.Renewer.Lookup(hold)
+	// No claim shares the record any more (those deleted without their finalizer included):
+	// the hold is not renewed again, whichever claims the Renewer still counts.
+	r.Renewer.Drop(hold)
+	switch {
+	case tracked && h.Lost:
+		// Nothing of ours is left on the backend.
+	case s.backend == nil:
+		expire := rec.ExpireTime
+		for _, c := range ended {
+			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
+				expire = t
+			}
+		}
+		if expire != nil && !s.now.Before(expire.Time) {
+			break // expired anyway: nothing to release
+		}
+		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
+	default:
+		lease := backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, Shared: recordShared(rec)}
+		if tracked {
+			lease = h.Lease
+		}
+		if err := s.backend.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			return fmt.Errorf("releasing %s: %w", s.key, err)
+		}
+	}
+	return nil
+}
+
+// recordShared says whether a record entry is one place of a shared lock (entries written before
+// locks had places are exclusive).
+func recordShared(rec *locksv1alpha1.LockHolder) bool {
+	return rec.Mode == locksv1alpha1.LockModeShared
+}
+
+// keepRecord looks after a hold that goes on: it reports a hold the backend lost, resumes one the
+// Renewer does not know (after a restart or a leader change), and marks Held the claims of the
+// entry whose grant's status write never landed. It says whether the hold was lost, in which case
+// the caller drops the entry.
+func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (bool, error) {
+	hold := s.holdKey(rec.Identity)
+	h, tracked := r.Renewer.Lookup(hold)
+	switch {
+	case tracked && h.Lost:
+		msg := "The backend no longer holds the lock for this holder"
+		if h.LastError != nil {
+			msg = fmt.Sprintf("The lock expired without a successful renewal: %v", h.LastError)
+		}
+		r.loseRecord(s, hold, keep, msg)
+		return true, nil
+	case !tracked:
+		resumed, msg, err := r.resume(ctx, s, rec, keep)
+		switch {
+		case err != nil:
+			return false, err
+		case msg != "":
+			r.loseRecord(s, hold, keep, msg)
+			return true, nil
+		case resumed == nil:
+			return false, nil // cannot resume now; the pass looks again
+		}
+		h = renewal.Hold{Lease: *resumed, RenewTime: s.now}
+	}
+	for _, c := range keep {
+		r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
+		if !isHeld(c) {
+			markHeld(c, rec.Identity, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
+		}
+	}
+	s.holders = append(s.holders, keep...)
+	return false, nil
+}
+
+// loseRecord ends every held claim of a hold the backend no longer has. A claim the entry names
+// whose grant never reached its status (a leader stopped in between, and the hold expired before
+// the next one resumed it) was never told it held anything: it queues again.
+func (r *Reconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*locksv1alpha1.LockClaim, msg string) {
+	for _, c := range keep {
+		r.Renewer.Untrack(hold, client.ObjectKeyFromObject(c))
+		if isHeld(c) {
+			r.endClaim(s, c, lostEnding(msg))
+		}
+	}
+	s.startLockDelay()
+}
+
+// startLockDelay holds back the next grant for the lock's lockDelaySeconds from now: the hold
+// just ended without a release, and its holder may still be running.
+func (s *lockScope) startLockDelay() {
+	var current *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		current = &t.Time
+	}
+	if end := lockDelayEnd(s.lock.Spec.LockDelaySeconds, current, s.now); end != nil {
+		s.lock.Status.LockDelayUntil = micro(*end)
+	}
+}
+
+// resume takes up, after a restart or a leader change, a hold the backend still has for the
+// record's identity. It returns the refreshed lease; or a message saying why the hold is lost; or
+// neither, when it cannot tell now (the backend is unusable and the hold has not expired yet).
+// The backend, not status.expireTime, says whether the hold lives: status.expireTime can trail the
+// backend's expiry by most of a lease, and a failover can take longer than what it had left.
+func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (*backends.Lease, string, error) {
+	if s.backend == nil {
+		expire := rec.ExpireTime
+		for _, c := range keep {
+			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
+				expire = t
+			}
+		}
+		if expire == nil || !s.now.Before(expire.Time) {
+			return nil, "The lock expired while no controller could renew it (its backend is unusable)", nil
+		}
+		s.wait = soonest(s.wait, min(expire.Sub(s.now), 5*time.Second))
+		s.holders = append(s.holders, keep...)
+		return nil, "", nil
+	}
+	if records, ok := backends.AsRecordKeeper(s.backend); ok {
+		// The lock record is the hold: it lives while the session that keeps it was renewed in
+		// time since the grant.
+		expire, alive, err := records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl)
+		switch {
+		case err != nil:
+			return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		case !alive:
+			return nil, "The lock expired while no controller renewed it: its session went a lease without renewal", nil
+		}
+		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
+		return &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
+	}
+	if recordShared(rec) {
+		return r.resumePlace(ctx, s, rec)
+	}
+	current, err := s.backend.Inspect(ctx, s.key)
+	switch {
+	case errors.Is(err, backends.ErrNotHeld):
+		return nil, "The lock expired while no controller renewed it: the backend no longer holds it for this holder", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	case current.Identity != recordBackendIdentity(rec):
+		return nil, "Another client took the lock on the backend", nil
+	}
+	if err := r.Guard.Check(); err != nil {
+		return nil, "", err
+	}
+	lease, err := s.backend.TryAcquire(ctx, s.key, recordBackendIdentity(rec), s.ttl)
+	switch {
+	case errors.Is(err, backends.ErrLocked):
+		return nil, "Another client took the lock on the backend", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
+	return &lease, "", nil
+}
+
+// resumePlace is resume for one place of a shared lock: the place must still be on the backend,
+// and is refreshed there. A place is never taken anew on resumption, even if one is free: the
+// hold it had may have lapsed in between.
+func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder) (*backends.Lease, string, error) {
+	sharer, ok := backends.AsSharer(s.backend)
+	if !ok {
+		return nil, "The backend no longer holds shared locks", nil
+	}
+	holders, err := sharer.Holders(ctx, s.key)
+	if err != nil {
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	if !slices.ContainsFunc(holders, func(l backends.Lease) bool { return l.Shared && l.Identity == recordBackendIdentity(rec) }) {
+		return nil, "The lock expired while no controller renewed it: the backend no longer holds this holder's place", nil
+	}
+	if err := r.Guard.Check(); err != nil {
+		return nil, "", err
+	}
+	lease, err := sharer.TryAcquireShared(ctx, s.key, recordBackendIdentity(rec), s.ttl, int(s.maxHolders()))
+	switch {
+	case errors.Is(err, backends.ErrLocked):
+		return nil, "Another client took the lock on the backend", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Resumed place", "key", s.key, "fencingToken", rec.FencingToken)
+	return &lease, "", nil
+}
+
+// refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
+// confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
+func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) error {
+	for _, c := range s.holders {
+		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
+		if !tracked || h.Lost {
+			continue
+		}
+		var expire *time.Time
+		if t := c.Status.ExpireTime; t != nil {
+			expire = &t.Time
+		}
+		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
+			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
+		}
+	}
+	return nil
+}

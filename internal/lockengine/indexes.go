@@ -1,0 +1,93 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// Field indexes that let watches wake exactly the objects that care.
+const (
+	// indexClaimLock indexes LockClaims by spec.lockName.
+	indexClaimLock = "spec.lockName"
+	// indexClaimPod indexes LockClaims by spec.holder.podName.
+	indexClaimPod = "spec.holder.podName"
+	// indexClaimLease indexes LockClaims by spec.holder.leaseName.
+	indexClaimLease = "spec.holder.leaseName"
+	// indexLockBackend indexes DistributedLocks by the name of their backend.
+	indexLockBackend = "spec.backendRef.name"
+)
+
+// fieldIndex is one field index: the objects it indexes, its field name and how to read it.
+type fieldIndex struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+// fieldIndexes are the field indexes every reconciler relies on.
+var fieldIndexes = []fieldIndex{
+	{&locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
+		return []string{o.(*locksv1alpha1.LockClaim).Spec.LockName}
+	}},
+	{&locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
+		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {
+			return []string{h.PodName}
+		}
+		return nil
+	}},
+	{&locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
+		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.LeaseName != "" {
+			return []string{h.LeaseName}
+		}
+		return nil
+	}},
+	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
+		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
+	}},
+}
+
+// SetupIndexes registers the field indexes every reconciler relies on. Call it once, before the
+// reconcilers are set up.
+func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
+	for _, ix := range fieldIndexes {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimsOfLock lists the claims (from the cache) that name lock.
+func claimsOfLock(ctx context.Context, c client.Reader, namespace, lock string) ([]locksv1alpha1.LockClaim, error) {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{indexClaimLock: lock}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func ctrlObjectMeta(nn types.NamespacedName) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}
+}

@@ -1,0 +1,443 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/fencing"
+	"github.com/lockwarden/lockwarden/internal/identity"
+	"github.com/lockwarden/lockwarden/internal/mutant"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// This file is the waiting half of a pass: the FIFO queue, reentrant claims joining the hold,
+// the one backend acquire for the head of the queue, and the status of those that wait on.
+
+// freeWatchFallback is how often a lock whose head is contended, on a backend that watches the
+// contended key, looks again anyway, in case the news of a release is lost (a watch dropped
+// without a word).
+const freeWatchFallback = 30 * time.Second
+
+// identityOf is the identity claim c holds or asks the backend for: spec.holder.identity, else
+// its pod's UID, else its own UID.
+func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
+	if isHeld(c) && c.Status.HolderIdentity != "" {
+		return c.Status.HolderIdentity
+	}
+	h := c.Spec.Holder
+	switch {
+	case h != nil && h.Identity != "":
+		return h.Identity
+	case h != nil && h.PodName != "" && c.Status.PodUID != "":
+		return string(c.Status.PodUID)
+	case h != nil && h.PodName != "" && s.pods[h.PodName] != nil:
+		return string(s.pods[h.PodName].UID)
+	}
+	return string(c.UID)
+}
+
+// queued is a claim that waits in the queue, with what the pass found about it.
+type queued struct {
+	claim *locksv1alpha1.LockClaim
+	// tried: it was the head and the pass tried the backend for it (its status says how that went).
+	tried bool
+}
+
+// aside is a claim that waits outside the queue for its holder to exist.
+type aside struct {
+	claim   *locksv1alpha1.LockClaim
+	missing missingHolder
+}
+
+// serveQueue ends the waits that are over, lets reentrant claims join the hold, and tries the
+// backend for the head of the queue when the lock is free. A claim whose holder does not exist
+// yet waits aside: it is not in the queue, so it never blocks the claims behind it.
+func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
+	var queue []*queued
+	var asides []aside
+	for _, c := range s.claims {
+		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var podName string
+		if h := c.Spec.Holder; h != nil && h.PodName != "" {
+			podName = h.PodName
+			if pod := s.pods[podName]; pod != nil && c.Status.PodUID == "" {
+				c.Status.PodUID = pod.UID
+			}
+		}
+		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
+			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
+		v = s.judgeHeartbeat(c, v)
+		switch {
+		case v.end != nil:
+			r.endClaim(s, c, v.end)
+		case v.missing != nil:
+			m := *v.missing
+			m.created = c.CreationTimestamp.Time
+			asides = append(asides, aside{claim: c, missing: m})
+		case !r.joinHold(s, c):
+			queue = append(queue, &queued{claim: c})
+		}
+	}
+	r.markAside(s, asides)
+	delayed := s.lockDelayed()
+	planned := 0
+	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
+		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
+		planned = min(planGrants(s.waiterSlots(queue), s.mutatedHoldSlots(queue), s.mutatedPlaces()), fencing.PerWrite)
+	}
+	if planned > 0 {
+		// The holds that ended say so before the key goes to anyone else: whoever reads claims
+		// then never sees a claim Held while the backend holds its key for another.
+		if err := r.writeEndedHolds(ctx, s); err != nil {
+			return err
+		}
+	}
+	tried := 0
+	for tried < planned {
+		q := queue[tried]
+		if s.grantedIdentity(s.identityOf(q.claim)) {
+			// It shares a place granted in this pass, whose token is not issued yet: it joins
+			// the hold in the next pass, and those behind it wait for that.
+			s.wait = soonest(s.wait, time.Millisecond)
+			break
+		}
+		q.tried = true
+		tried++
+		granted, err := r.tryGrant(ctx, s, q.claim)
+		if err != nil {
+			return err
+		}
+		if !granted {
+			break
+		}
+	}
+	r.markQueue(s, queue[len(s.grants):], delayed)
+	return nil
+}
+
+// grantedIdentity says whether the pass granted a place to identity already.
+func (s *lockScope) grantedIdentity(id string) bool {
+	for _, g := range s.grants {
+		if s.lock.Status.Holders[g.record].Identity == id {
+			return true
+		}
+	}
+	return false
+}
+
+// claimMode is how claim c would hold the lock.
+func (s *lockScope) claimMode(c *locksv1alpha1.LockClaim) grantMode {
+	return effectiveMode(c.Spec.Mode == locksv1alpha1.LockModeExclusive, s.maxHolders())
+}
+
+// waiterSlots describes the queue to planGrants.
+func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
+	slots := make([]waiterSlot, len(queue))
+	for i, q := range queue {
+		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim)}
+	}
+	return slots
+}
+
+// holdSlots describes the lock's current holds to planGrants.
+func (s *lockScope) holdSlots() []holdSlot {
+	slots := make([]holdSlot, len(s.lock.Status.Holders))
+	for i, rec := range s.lock.Status.Holders {
+		mode := grantExclusive
+		if recordShared(&rec) {
+			mode = grantShared
+		}
+		slots[i] = holdSlot{mode: mode, identity: rec.Identity}
+	}
+	return slots
+}
+
+// mutatedPlaces is the lock's number of places as planGrants sees it: its maxHolders, unless a
+// mutant makes the pass ignore it.
+func (s *lockScope) mutatedPlaces() int32 {
+	if mutant.Active(mutant.IgnorePlaces) && s.maxHolders() > 1 {
+		return fencing.PerWrite
+	}
+	return s.maxHolders()
+}
+
+// mutatedHoldSlots is holdSlots as planGrants sees them: every hold, unless a mutant makes the
+// pass overlook the holders when an Exclusive claim is at the head of queue.
+func (s *lockScope) mutatedHoldSlots(queue []*queued) []holdSlot {
+	if mutant.Active(mutant.WriterBesideReaders) && len(queue) > 0 && s.claimMode(queue[0].claim) == grantExclusive {
+		return nil
+	}
+	return s.holdSlots()
+}
+
+// lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
+func (s *lockScope) lockDelayed() bool {
+	var until *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		until = &t.Time
+	}
+	if mutant.Active(mutant.IgnoreLockDelay) {
+		until = nil
+	}
+	wait := grantDelay(until, s.now)
+	s.wait = soonest(s.wait, wait)
+	return wait > 0
+}
+
+// joinHold lets a waiting claim with the identity of a current holder share its hold and token
+// (reentrancy), and tells whether it did. An Exclusive claim cannot join a Shared place: that
+// would make a reader a writer beside the other readers.
+func (r *Reconciler) joinHold(s *lockScope, c *locksv1alpha1.LockClaim) bool {
+	rec := s.recordOf(s.identityOf(c))
+	if rec == nil || (recordShared(rec) && s.claimMode(c) == grantExclusive) {
+		return false
+	}
+	h, ok := r.Renewer.Lookup(s.holdKey(rec.Identity))
+	if !ok || h.Lost {
+		return false
+	}
+	r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c))
+	markHeld(c, rec.Identity, h.Lease, rec.FencingToken, s.now)
+	s.holders = append(s.holders, c)
+	return true
+}
+
+// tryGrant takes the lock, or one of its places, on the backend for claim c, the first of the
+// queue that this pass has not granted, once, and says whether it did. On success the pass adds c
+// to the lock record, and writeLock issues its token.
+func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (bool, error) {
+	// No lock is taken for a claim that could vanish without releasing it.
+	if err := r.ensureFinalizer(ctx, s, c); err != nil {
+		return false, err
+	}
+	if err := r.Guard.Check(); err != nil {
+		return false, err
+	}
+	id := s.identityOf(c)
+	onBackend := identity.OnBackend(s.lock.UID, id)
+	mode := s.claimMode(c)
+	acquire := s.acquirer(mode)
+	if acquire == nil {
+		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable,
+			fmt.Sprintf("LockBackend %s cannot hold shared locks; set maxHolders to 1 on DistributedLock %s", s.backendName, s.lock.Name))
+		return false, nil
+	}
+	lease, err := acquire(ctx, onBackend)
+	var locked *backends.LockedError
+	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, c, locked.Holder) {
+		lease, err = acquire(ctx, onBackend)
+	}
+	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
+		lease = backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
+		err = nil
+	}
+	locked = nil
+	switch {
+	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
+		// Whoever holds the key is not named: its value may be another namespace's holder or
+		// anything a client outside lockwarden wrote.
+		msg := "The key is held on the backend by another client"
+		retry := maxRetryDelay
+		if r.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name) {
+			retry = freeWatchFallback
+		}
+		if locked != nil && !locked.ExpireTime.IsZero() {
+			msg += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
+			retry = max(locked.ExpireTime.Sub(s.now), 100*time.Millisecond)
+		}
+		markWaiting(c, 1, true, locksv1alpha1.ReasonContended, msg)
+		s.wait = soonest(s.wait, retry)
+		return false, nil
+	case err != nil:
+		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable, fmt.Sprintf("Backend %s: %v", s.backendName, err))
+		s.retryErr = fmt.Errorf("acquiring %s: %w", s.key, err)
+		return false, nil
+	}
+	_, inRecord := backends.AsRecordKeeper(s.backend)
+	lease = heldFromRecord(lease, s.now, inRecord)
+	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
+	rec := locksv1alpha1.LockHolder{
+		Claim:           c.Name,
+		Mode:            locksv1alpha1.LockModeExclusive,
+		Identity:        id,
+		BackendIdentity: lease.Identity,
+		AcquireTime:     *micro(s.now),
+		ExpireTime:      micro(lease.ExpireTime),
+	}
+	if mode == grantShared {
+		rec.Mode = locksv1alpha1.LockModeShared
+	}
+	s.lock.Status.Holders = append(s.lock.Status.Holders, rec)
+	s.grants = append(s.grants, grant{claim: c, lease: lease, record: len(s.lock.Status.Holders) - 1})
+	return true, nil
+}
+
+// heldFromRecord is the lease the Renewer keeps for a grant recorded at now. A backend that
+// keeps its holds in the lock record judges each hold from the record's acquireTime (a new
+// leader resuming it, HoldAlive), which is now, the pass's clock reading; TryAcquire read the
+// clock again, later, after the pass's writes before it. Both must be one instant: with the wall
+// clock stepped ahead between the two readings, the Renewer judged the hold from the later one
+// and kept it, while the record's rule, from the earlier one, said it had lapsed in the step
+// (the reliability harness's kubernetes/clock-forward, run seed 138508: a claim Held 2.75 s on a
+// key its record no longer held). The earlier instant is the safe one: it lapses no later.
+// Other backends keep the lease they returned: their own store decides when it expires.
+func heldFromRecord(lease backends.Lease, now time.Time, inRecord bool) backends.Lease {
+	if inRecord {
+		lease.AcquireTime, lease.ExpireTime = now, now.Add(lease.TTL)
+	}
+	return lease
+}
+
+// acquirer is the backend call that takes the lock in mode for a backend identity; nil when the
+// backend cannot hold that mode. A backend that keeps its holds in the lock record (the built-in
+// one) describes any hold with TryAcquire: the record's compare-and-swap is what excludes.
+func (s *lockScope) acquirer(mode grantMode) func(ctx context.Context, onBackend string) (backends.Lease, error) {
+	_, records := backends.AsRecordKeeper(s.backend)
+	if mode == grantExclusive || records {
+		return func(ctx context.Context, onBackend string) (backends.Lease, error) {
+			lease, err := s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
+			lease.Shared = mode == grantShared
+			return lease, err
+		}
+	}
+	sharer, ok := backends.AsSharer(s.backend)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, onBackend string) (backends.Lease, error) {
+		return sharer.TryAcquireShared(ctx, s.key, onBackend, s.ttl, int(s.maxHolders()))
+	}
+}
+
+// ensureFinalizer adds the release finalizer to a claim that lacks it (one created without it,
+// by hand), keeping the status the pass has decided.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if controllerutil.ContainsFinalizer(c, locksv1alpha1.Finalizer) {
+		return nil
+	}
+	status := c.Status.DeepCopy()
+	controllerutil.AddFinalizer(c, locksv1alpha1.Finalizer)
+	if err := r.Update(ctx, c); err != nil {
+		return err
+	}
+	r.written.note(c)
+	base := c.DeepCopy()
+	base.Status = s.read[c.UID].Status
+	s.read[c.UID] = base
+	c.Status = *status
+	return nil
+}
+
+// giveBackOrphan releases a backend hold of identity if it belongs to another claim of this lock
+// that the lock record does not name: a pass took the key for it and then could not record the
+// grant (its lock write failed, and so did giving the key back). It tells whether it did.
+func (r *Reconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *locksv1alpha1.LockClaim, holder string) bool {
+	if holder == "" || len(s.lock.Status.Holders) > 0 || len(s.grants) > 0 {
+		return false
+	}
+	for _, c := range s.claims {
+		// Only a value this lock's own grant writes can be an orphan of it: a foreign value
+		// never equals one (package identity), whatever identity a claim chose.
+		if c.UID == head.UID || identity.OnBackend(s.lock.UID, s.identityOf(c)) != holder {
+			continue
+		}
+		if _, tracked := r.Renewer.Lookup(renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: holder}); tracked {
+			return false // a live hold of this identity, not an orphan
+		}
+		err := s.backend.Release(ctx, backends.Lease{Key: s.key, Identity: holder, TTL: s.ttl})
+		if err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			return false
+		}
+		ctrl.LoggerFrom(ctx).Info("Released a hold that no grant recorded", "key", s.key, "identity", holder)
+		return true
+	}
+	return false
+}
+
+// markQueue sets the status of the claims that go on waiting, ends those whose wait is over, and
+// says when the next deadline is.
+func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
+	holders := s.lock.Status.Holders
+	var position int32
+	for _, q := range queue {
+		c := q.claim
+		if deadline, ok := waitDeadline(c); ok {
+			if !s.now.Before(deadline) {
+				r.endClaim(s, c, timedOutEnding(*c.Spec.WaitTimeoutSeconds))
+				continue
+			}
+			s.wait = soonest(s.wait, deadline.Sub(s.now))
+		}
+		position++
+		switch {
+		case s.unusable != nil:
+			markWaiting(c, 0, false, unusableReason(s.unusable), s.unusable.Message)
+		case s.conflict != nil:
+			markWaiting(c, 0, false, s.conflict.Reason, s.conflict.Message)
+		case q.tried:
+			// tryHead said how it went.
+		case delayed && position == 1 && len(holders) == 0:
+			markWaiting(c, position, true, locksv1alpha1.ReasonLockDelay,
+				lockDelayMessage(s.lock.Status.LockDelayUntil.Time, s.lock.Spec.LockDelaySeconds))
+		default:
+			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holders, position))
+		}
+		s.waiters = append(s.waiters, c)
+	}
+}
+
+// markAside sets the status of the claims that wait aside for a holder that does not exist yet,
+// and ends those whose wait is over: their own waitTimeoutSeconds, or holderMissingLimit. They
+// have no place in the queue (position 0), and the lock's waiting count leaves them out.
+func (r *Reconciler) markAside(s *lockScope, asides []aside) {
+	for _, a := range asides {
+		c := a.claim
+		if deadline, ok := waitDeadline(c); ok {
+			if !s.now.Before(deadline) {
+				r.endClaim(s, c, timedOutEnding(*c.Spec.WaitTimeoutSeconds))
+				continue
+			}
+			s.wait = soonest(s.wait, deadline.Sub(s.now))
+		}
+		end, message, wait := judgeMissingHolder(a.missing, s.now)
+		if end != nil {
+			r.endClaim(s, c, end)
+			continue
+		}
+		s.wait = soonest(s.wait, wait)
+		markWaiting(c, 0, false, a.missing.reason, message)
+	}
+}
+
+func waitDeadline(c *locksv1alpha1.LockClaim) (time.Time, bool) {
+	if c.Spec.WaitTimeoutSeconds == nil {
+		return time.Time{}, false
+	}
+	return c.CreationTimestamp.Add(time.Duration(*c.Spec.WaitTimeoutSeconds) * time.Second), true
+}

@@ -1,0 +1,342 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/heartbeat"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// Reconciler is the one writer of each lock (DESIGN.md §3, "One writer per lock"): a work queue
+// keyed by DistributedLock, whose pass releases what must go, grants the
+// head of the FIFO queue, writes the lock record (holder and fencing token, by compare-and-swap),
+// then the claims' status. A graceful handoff is one pass and two sequential API writes. Claims'
+// own reconciler only adds their finalizer.
+type Reconciler struct {
+	client.Client
+	// Backends finds each lock's backend session.
+	Backends *registry.Resolver
+	// Renewer renews held locks and reports lost ones.
+	Renewer *renewal.Renewer
+	// Recorder emits events on claim transitions.
+	Recorder events.EventRecorder
+	// Metrics records acquisitions, waits, holds and losses.
+	Metrics *metrics.Metrics
+	// Clock is the controller's clock (injected so that tests can move it).
+	Clock clock.Clock
+	// MaxConcurrentReconciles bounds how many locks are served at once (default 8; the manager's
+	// --claim-workers, 16), and as many refresh passes run besides (refresh.go); one lock is
+	// never served by two workers at once.
+	MaxConcurrentReconciles int
+	// Guard, when set, vetoes leader writes once this process has stalled (leaderguard).
+	Guard *leaderguard.Guard
+	// Keys records which lock owns each backend key.
+	Keys *keyledger.Ledger
+
+	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
+	// backend reported free.
+	wakeups chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock]
+	// free is the hub of pending free-key watches.
+	free *freeWatches
+	// written guards passes against a cache that lags this process's own writes.
+	written *ownWrites
+	// passes serializes the passes of each lock across the lock queue and the refresh lane.
+	passes *passLocks
+	// refresh is the refresh lane, which keeps held claims' status.expireTime ahead of now.
+	refresh *refreshLane
+
+	// heartbeats remembers when each heartbeat Lease was seen to change (detached claims'
+	// liveness, heartbeats.go).
+	heartbeats *heartbeat.Tracker
+
+	// lowMu guards lowRounds.
+	lowMu sync.Mutex
+	// lowRounds holds, per lock, its held-back low-priority status changes.
+	lowRounds map[types.NamespacedName]*lowRound
+}
+
+// lockScope carries what one pass of a lock has read and decided.
+type lockScope struct {
+	// name names the lock.
+	name types.NamespacedName
+	// lock is the lock under reconcile, its status changed in place by the pass; nil when it
+	// does not exist.
+	lock *locksv1alpha1.DistributedLock
+	// readLock is the lock as read: the base of the status write and its precondition.
+	readLock *locksv1alpha1.DistributedLock
+	// claims are every claim of the lock, from the cache, their status changed in place.
+	claims []*locksv1alpha1.LockClaim
+	// read holds each claim as read, by UID: the base of its status patch. readMu guards it
+	// while claims are written in parallel.
+	read   map[types.UID]*locksv1alpha1.LockClaim
+	readMu sync.Mutex
+	// pods are the holder pods of pod claims that exist, by name.
+	pods map[string]*corev1.Pod
+	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
+	heartbeats map[string]heartbeat.Verdict
+	// backend is the lock's backend session; nil when it cannot be used now.
+	backend backends.Backend
+	// backendName names the lock's LockBackend.
+	backendName string
+	// store is the identity of the store the LockBackend reaches (registry.StoreOf): the key
+	// ledger's key, shared by every LockBackend of the store.
+	store string
+	// unusable says why the backend cannot be used now; nil when it can.
+	unusable *registry.UnusableError
+	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
+	// The lock then grants nothing (holds it already has go on until they end).
+	conflict *registry.UnusableError
+	// keyTaken says the key passed to this lock in this pass: it grants in the next one.
+	keyTaken bool
+	// key is the lock's backend key and ttl its lease duration.
+	key string
+	ttl time.Duration
+	// now is the time of the pass.
+	now time.Time
+
+	// holders are the claims that share the recorded hold once the pass has decided.
+	holders []*locksv1alpha1.LockClaim
+	// waiters are the claims still queued, in FIFO order, once the pass has decided.
+	waiters []*locksv1alpha1.LockClaim
+	// grants are the claims the pass granted the lock to, in queue order, with their backend
+	// holds, given back if the lock record cannot be written.
+	grants []grant
+	// writeLow says whether the lock's low-priority status (the waiting count) is written in
+	// this pass, which starts a round of low-priority claim writes.
+	writeLow bool
+	// lowPending are the claims the lock's round of low-priority writes has still to write
+	// (guarded by lowMu); nil when no round is under way.
+	lowPending map[types.UID]bool
+	// wait is when to look again (0: only on an event).
+	wait time.Duration
+	// retryErr is an error to return once the pass has written what it decided, so that the
+	// work queue retries with backoff (a backend that failed).
+	retryErr error
+}
+
+// grant is one claim granted in a pass and the backend hold taken for it.
+type grant struct {
+	claim *locksv1alpha1.LockClaim
+	lease backends.Lease
+	// record is the index of the entry the grant added to the lock record's holders; writeLock
+	// sets its token.
+	record int
+}
+
+// maxHolders is the lock's number of places.
+func (s *lockScope) maxHolders() int32 {
+	return max(s.lock.Spec.MaxHolders, 1)
+}
+
+// lockStep is one step of a pass.
+type lockStep func(context.Context, *lockScope) error
+
+// Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
+// the lock record and then its claims.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	defer r.passes.lock(req.NamespacedName)()
+	s, err := r.load(ctx, req.NamespacedName)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case s == nil:
+		// The cache lags this process's own write: its watch event starts the next pass.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case s.lock == nil:
+		return ctrl.Result{}, r.reconcileOrphans(ctx, s)
+	}
+	// Every way out of the pass either records the backend holds it took (writeLock) or gives
+	// them back here: a step that fails after an acquire must not leave a key on the backend
+	// that no lock record names until its TTL runs out.
+	defer func() { err = errors.Join(err, r.giveBack(ctx, s)) }()
+	if s.lock.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(s.lock, locksv1alpha1.Finalizer) {
+		if err := r.Update(ctx, s.lock); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.written.note(s.lock)
+		s.readLock = s.lock.DeepCopy()
+	}
+	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeClaims, r.finishDeletes}
+	for _, step := range steps {
+		if err := step(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
+	if after := r.nextRefresh(s); after > 0 {
+		r.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
+	}
+	if s.retryErr != nil {
+		return ctrl.Result{}, s.retryErr
+	}
+	return ctrl.Result{RequeueAfter: wait.Jitter(s.wait, 0.1), Priority: ptr.To(timerPriority)}, nil
+}
+
+// staleRetry is how soon a pass that found the cache behind its own write looks again, should
+// the watch event that catches it up not come (ownWrites.caughtUp normally starts that pass).
+const staleRetry = 200 * time.Millisecond
+
+// maxRetryDelay caps how long a lock whose pass failed waits before the next try. The default
+// cap (1000 s) is far too long here: a head of the queue whose backend was down for ten seconds
+// would otherwise sleep for most of a minute after the backend came back, with the lock free and
+// nothing else to wake it (the reliability harness measured 51 s after a PostgreSQL restart). It
+// is also the Contended retry, so that a failing backend costs no more calls than a held one.
+const maxRetryDelay = 5 * time.Second
+
+// passRateLimiter is controller-runtime's default rate limiter (per-lock exponential backoff
+// from 5 ms, and 10 retries a second overall with bursts of 100) with the per-lock backoff
+// capped at maxRetryDelay.
+func passRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// wake queues a pass of lock.
+func (r *Reconciler) wake(lock types.NamespacedName) {
+	r.wakeups <- event.TypedGenericEvent[*locksv1alpha1.DistributedLock]{Object: &locksv1alpha1.DistributedLock{
+		ObjectMeta: ctrlObjectMeta(lock)}}
+}
+
+// NotifyLost queues a pass of the lock of a claim whose hold was lost. It is the Renewer's
+// callback.
+func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
+	c := &locksv1alpha1.LockClaim{}
+	if err := r.Get(context.Background(), claim, c); err != nil {
+		return // gone: its lock's pass no longer counts it
+	}
+	r.wake(types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName})
+}
+
+// SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
+// deletion, a phase change), their pods (a dead holder is released at once) and heartbeat
+// Leases, its backend, and
+// the Renewer's and backends' news.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.prepare()
+	if err := mgr.Add(r.refresh); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&locksv1alpha1.DistributedLock{}).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
+		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
+			builder.WithPredicates(claimChangedForLock(r.written))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
+		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).
+		Named("distributedlock").
+		Complete(r)
+}
+
+// prepare sets the defaults and makes the in-process stores that passes share. SetupWithManager
+// calls it; so do the step tests, which run passes without a manager.
+func (r *Reconciler) prepare() {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 8
+	}
+	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
+	r.free = newFreeWatches(r.wake)
+	r.written = newOwnWrites()
+	r.passes = newPassLocks()
+	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
+	r.lowRounds = map[types.NamespacedName]*lowRound{}
+	r.heartbeats = heartbeat.NewTracker()
+	r.Keys.OnRelease(r.wake)
+}
+
+// lockOfClaim maps a claim to the lock it names.
+func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
+	c, ok := o.(*locksv1alpha1.LockClaim)
+	if !ok {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName}}}
+}
+
+// locksOfPod maps a pod to the locks of the claims held or queued for it.
+func (r *Reconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.locksOfClaimsNaming(ctx, o, indexClaimPod)
+}
+
+// locksOfClaimsNaming maps an object to the locks of the claims of its namespace whose index
+// field (indexClaimPod, indexClaimLease) names it, each lock once.
+func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index string) []ctrl.Request {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var reqs []ctrl.Request
+	for i := range list.Items {
+		name := list.Items[i].Spec.LockName
+		if !seen[name] {
+			seen[name] = true
+			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
+		}
+	}
+	return reqs
+}
+
+// locksOfBackend maps a LockBackend to the locks that use it.
+func (r *Reconciler) locksOfBackend(ctx context.Context, o client.Object) []ctrl.Request {
+	list := &locksv1alpha1.DistributedLockList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexLockBackend: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}

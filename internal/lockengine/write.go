@@ -1,0 +1,274 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/failpoint"
+	"github.com/lockwarden/lockwarden/internal/fencing"
+	"github.com/lockwarden/lockwarden/internal/mutant"
+)
+
+// This file is the writing half of a pass: the lock record first (one compare-and-swap carrying
+// release, grant and token), then the claims (the new holder first), then finalizers.
+
+// writeLock writes the lock record if the pass changed it: by a compare-and-swap on the
+// resourceVersion it read, which is also where a new grant's fencing token comes from. Once the
+// record is written the pass's grants are recorded; if the write fails, Reconcile gives back the
+// backend holds taken in this pass: nothing is held that the record does not name.
+func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
+	lock := s.lock
+	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
+	waiting := int32(len(s.waiters))
+	high := len(s.grants) > 0 || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
+	if !high && !s.writeLow {
+		return nil
+	}
+	lock.Status.Waiting = waiting
+	lock.Status.Holding = int32(len(lock.Status.Holders))
+	if len(s.grants) > 0 {
+		tokens, err := issueTokens(s.readLock, len(s.grants))
+		if err != nil {
+			return err
+		}
+		for i, g := range s.grants {
+			lock.Status.Holders[g.record].FencingToken = tokens[i]
+			lock.Status.FencingToken = max(lock.Status.FencingToken, tokens[i])
+		}
+	}
+	if err := r.Guard.Check(); err != nil {
+		return err
+	}
+	if err := r.Status().Update(ctx, lock); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.note(lock)
+	for _, g := range s.grants {
+		rec := lock.Status.Holders[g.record]
+		r.Renewer.Track(s.backendName, s.backend, g.lease, client.ObjectKeyFromObject(g.claim))
+		markHeld(g.claim, rec.Identity, g.lease, rec.FencingToken, s.now)
+		s.holders = append(s.holders, g.claim)
+		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
+	}
+	s.grants = nil // recorded: nothing is left to give back
+	return nil
+}
+
+// highPriorityStatus is the part of a lock's status that is written at once when it changes.
+func highPriorityStatus(st locksv1alpha1.DistributedLockStatus) locksv1alpha1.DistributedLockStatus {
+	st.Waiting = 0
+	return st
+}
+
+// issueTokens returns the tokens of n grants recorded by one write preconditioned on lock's
+// resourceVersion (package fencing), in grant order.
+func issueTokens(lock *locksv1alpha1.DistributedLock, n int) ([]int64, error) {
+	tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, n)
+	if err != nil {
+		return nil, err
+	}
+	switch last := lock.Status.FencingToken; {
+	case last > 0 && mutant.Active(mutant.TokenReuse):
+		tokens[0] = last
+	case last > fencing.Offset+1 && mutant.Active(mutant.TokenLower):
+		tokens[0] = last - 1
+	}
+	return tokens, nil
+}
+
+// giveBack releases the backend holds taken in this pass whose grants were not recorded (none
+// once writeLock succeeded).
+func (r *Reconciler) giveBack(ctx context.Context, s *lockScope) error {
+	grants := s.grants
+	s.grants = nil
+	var errs []error
+	for _, g := range grants {
+		if err := s.backend.Release(ctx, g.lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			errs = append(errs, fmt.Errorf("giving back %s after a failed grant: %w", g.lease.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeEndedHolds writes the claims whose hold this pass ended, other than those being deleted
+// (their deletion says it).
+func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
+	for _, c := range s.claims {
+		if isHeld(s.read[c.UID]) && !isHeld(c) && c.DeletionTimestamp.IsZero() {
+			if err := r.writeClaim(ctx, s, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeClaims writes what the pass changed of its claims, in the order that keeps what watchers
+// see consistent and the handoff short:
+//  1. the holds that ended, so that whoever watches claims never sees two holders at once;
+//  2. the new holders, since the handoff waits for them; then the finalizers of deleted claims
+//     that hold nothing (the lock record, written before, recorded their release). A deleted
+//     claim's status is not written again: its deletion says it. (Removing the finalizer at the
+//     same time as the new holder's write was measured: it slowed that write as much as it saved.)
+//  3. the rest, a few at a time: low-priority changes only when due, and at most
+//     lowPriorityBatch of them, the rest in the passes that follow.
+func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
+	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
+	for _, c := range s.claims {
+		before := s.read[c.UID]
+		switch {
+		case !c.DeletionTimestamp.IsZero() && !isHeld(c):
+			if isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
+				r.recordTransition(c) // its status is never written: the event says how it ended
+			}
+			gone = append(gone, c)
+		case equality.Semantic.DeepEqual(before.Status, c.Status):
+		case isHeld(before) && !isHeld(c):
+			ended = append(ended, c)
+		case !isHeld(before) && isHeld(c):
+			granted = append(granted, c)
+		case lowPriority(&before.Status, &c.Status):
+			low = append(low, c)
+		default:
+			rest = append(rest, c)
+		}
+	}
+	if err := r.writeEach(ctx, s, ended); err != nil {
+		return err
+	}
+	if err := r.writeEach(ctx, s, granted); err != nil {
+		return err
+	}
+	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.letGo(ctx, s, c) }); err != nil {
+		return err
+	}
+	chunk := r.lowChunk(s, low)
+	err := inParallel(append(rest, chunk...), claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.writeClaim(ctx, s, c) })
+	r.lowChunkDone(s, low, chunk)
+	return err
+}
+
+// claimWriters bounds the claim writes of one pass in flight at once.
+const claimWriters = 4
+
+// writeEach writes claims one after the other, in order, and stops at the first error.
+func (r *Reconciler) writeEach(ctx context.Context, s *lockScope, claims []*locksv1alpha1.LockClaim) error {
+	for _, c := range claims {
+		if err := r.writeClaim(ctx, s, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inParallel calls do for each claim, at most limit at a time, and joins the errors.
+func inParallel(claims []*locksv1alpha1.LockClaim, limit int, do func(*locksv1alpha1.LockClaim) error) error {
+	errs := make([]error, len(claims))
+	slots := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = do(c)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeClaim patches c's status, preconditioned on the resourceVersion the pass read: a pass
+// that worked from an outdated claim (a deposed leader waking up, a lagging cache) must not
+// overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
+// fails the pass, which then starts again from a fresh read.
+func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	s.readMu.Lock()
+	before := s.read[c.UID]
+	s.readMu.Unlock()
+	if equality.Semantic.DeepEqual(before.Status, c.Status) {
+		return nil
+	}
+	if err := r.Guard.Check(); err != nil {
+		return err
+	}
+	if isHeld(c) && !isHeld(before) {
+		failpoint.Pause(failpoint.GrantStatus, c.Namespace+"/"+c.Name)
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if mutant.Active(mutant.BlindStatus) {
+		patch = client.MergeFrom(before)
+	}
+	if err := r.Status().Patch(ctx, c, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.note(c)
+	s.readMu.Lock()
+	s.read[c.UID] = c.DeepCopy()
+	s.readMu.Unlock()
+	if before.Status.Phase != c.Status.Phase {
+		r.recordTransition(c)
+	}
+	return nil
+}
+
+// letGo removes the finalizer of a deleted claim that holds nothing, once the lock record that
+// released it is written.
+func (r *Reconciler) letGo(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
+		// The mutant frees whatever holds the key, a client outside lockwarden included.
+		if cur, err := s.backend.Inspect(ctx, s.key); err == nil && len(s.lock.Status.Holders) == 0 {
+			_ = s.backend.Release(ctx, cur)
+		}
+	}
+	return r.removeFinalizer(ctx, c)
+}
+
+// finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
+// (the claims' own finalizers came off in writeClaims).
+func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) error {
+	if s.lock.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	for _, c := range s.claims {
+		if isHeld(c) || (c.DeletionTimestamp.IsZero() && !isFinal(c.Status.Phase)) {
+			return nil
+		}
+	}
+	if !controllerutil.ContainsFinalizer(s.lock, locksv1alpha1.Finalizer) {
+		return nil
+	}
+	// The key goes before the lock: another lock that waits for it may take it at once.
+	if err := r.Keys.Release(ctx, ledgerKey(s), ownerOf(s.lock)); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)
+	r.written.forget(s.lock.UID)
+	return client.IgnoreNotFound(r.Update(ctx, s.lock))
+}
