@@ -198,6 +198,47 @@ func judgeMissingHolder(m missingHolder, now time.Time) (end *ending, message st
 		m.what, deadline.UTC().Format(time.RFC3339)), deadline.Sub(now)
 }
 
+// holdExpiry is the latest expiry a hold is known to have had: its record entry's, or a later one
+// that a claim sharing it was told; nil when none was ever written.
+func holdExpiry(rec *locksv1alpha1.LockHolder, claims []*locksv1alpha1.LockClaim) *time.Time {
+	var latest *time.Time
+	if rec.ExpireTime != nil {
+		latest = &rec.ExpireTime.Time
+	}
+	for _, c := range claims {
+		if t := c.Status.ExpireTime; t != nil && (latest == nil || t.After(*latest)) {
+			latest = &t.Time
+		}
+	}
+	return latest
+}
+
+// expiry is what a pass that cannot ask the backend (it is unusable) knows of a hold's end.
+type expiry int
+
+const (
+	// expiryUnknown: no expiry was ever written for the hold.
+	expiryUnknown expiry = iota
+	// expiryPassed: the hold's latest known expiry has passed: nothing of it can be left.
+	expiryPassed
+	// expiryAhead: the hold may still be in force on the backend.
+	expiryAhead
+)
+
+// judgeExpiry says what the latest known expiry of a hold tells at now. Its callers read an
+// unknown expiry in opposite ways, each toward safety: a release (releaseRecord) cannot skip the
+// backend for a hold that may still be in force, so it waits for the backend; a resumption
+// (resume) must never report Held without evidence, so it ends the hold.
+func judgeExpiry(expire *time.Time, now time.Time) expiry {
+	switch {
+	case expire == nil:
+		return expiryUnknown
+	case !now.Before(*expire):
+		return expiryPassed
+	}
+	return expiryAhead
+}
+
 // timedOutEnding is how a claim ends whose wait is over.
 func timedOutEnding(waitTimeoutSeconds int32) *ending {
 	return &ending{phase: locksv1alpha1.ClaimTimedOut, reason: locksv1alpha1.ReasonWaitTimedOut,

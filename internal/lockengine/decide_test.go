@@ -400,3 +400,31 @@ func TestBridgeTimings(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldExpiryAndJudgeExpiry(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(d)); return &m }
+	claim := func(expire *metav1.MicroTime) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{Status: locksv1alpha1.LockClaimStatus{ExpireTime: expire}}
+	}
+	cases := []struct {
+		name   string
+		rec    *metav1.MicroTime
+		claims []*locksv1alpha1.LockClaim
+		want   expiry
+	}{
+		{"no expiry ever written", nil, []*locksv1alpha1.LockClaim{claim(nil)}, expiryUnknown},
+		{"the record's expiry passed", at(-time.Second), nil, expiryPassed},
+		{"exactly now counts as passed", at(0), nil, expiryPassed},
+		{"the record's expiry ahead", at(time.Second), nil, expiryAhead},
+		{"a claim was told a later expiry than the record's", at(-time.Second), []*locksv1alpha1.LockClaim{claim(at(3 * time.Second))}, expiryAhead},
+		{"a claim's earlier expiry does not shorten the record's", at(3 * time.Second), []*locksv1alpha1.LockClaim{claim(at(-time.Second))}, expiryAhead},
+		{"only a claim's expiry is known", nil, []*locksv1alpha1.LockClaim{claim(at(-time.Second))}, expiryPassed},
+	}
+	for _, c := range cases {
+		got := judgeExpiry(holdExpiry(&locksv1alpha1.LockHolder{ExpireTime: c.rec}, c.claims), now)
+		if got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}

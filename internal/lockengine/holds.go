@@ -222,13 +222,7 @@ func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locks
 	case tracked && h.Lost:
 		// Nothing of ours is left on the backend.
 	case s.backend == nil:
-		expire := rec.ExpireTime
-		for _, c := range ended {
-			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
-				expire = t
-			}
-		}
-		if expire != nil && !s.now.Before(expire.Time) {
+		if judgeExpiry(holdExpiry(rec, ended), s.now) == expiryPassed {
 			break // expired anyway: nothing to release
 		}
 		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
@@ -320,13 +314,8 @@ func (s *lockScope) startLockDelay() {
 // backend's expiry by most of a lease, and a failover can take longer than what it had left.
 func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (*backends.Lease, string, error) {
 	if s.backend == nil {
-		expire := rec.ExpireTime
-		for _, c := range keep {
-			if t := c.Status.ExpireTime; t != nil && (expire == nil || t.After(expire.Time)) {
-				expire = t
-			}
-		}
-		if expire == nil || !s.now.Before(expire.Time) {
+		expire := holdExpiry(rec, keep)
+		if judgeExpiry(expire, s.now) != expiryAhead {
 			return nil, "The lock expired while no controller could renew it (its backend is unusable)", nil
 		}
 		s.wait = soonest(s.wait, min(expire.Sub(s.now), 5*time.Second))

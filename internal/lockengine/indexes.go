@@ -79,15 +79,6 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// claimsOfLock lists the claims (from the cache) that name lock.
-func claimsOfLock(ctx context.Context, c client.Reader, namespace, lock string) ([]locksv1alpha1.LockClaim, error) {
-	list := &locksv1alpha1.LockClaimList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{indexClaimLock: lock}); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
 func ctrlObjectMeta(nn types.NamespacedName) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}
 }

@@ -37,61 +37,95 @@ import (
 // lock's backend. It returns nil, without error, when the cache lags this process's own last
 // write of the lock or of a claim.
 func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
-	s := &lockScope{name: name, now: r.Clock.Now(), read: map[types.UID]*locksv1alpha1.LockClaim{}, pods: map[string]*corev1.Pod{}}
+	s, err := r.readLock(ctx, name)
+	if s == nil || err != nil {
+		return nil, err
+	}
+	s.pods = map[string]*corev1.Pod{}
+	fresh, err := r.readClaims(ctx, s, func(c *locksv1alpha1.LockClaim) error {
+		s.claims = append(s.claims, c)
+		if h := c.Spec.Holder; h != nil && h.PodName != "" {
+			if err := r.loadPod(ctx, s, h.PodName); err != nil {
+				return err
+			}
+		}
+		return r.loadHeartbeat(ctx, s, c)
+	})
+	if !fresh || err != nil {
+		return nil, err
+	}
+	s.claims = fifo(s.claims)
+	if s.lock == nil {
+		return s, nil
+	}
+	if s.unusable, err = r.readBackend(ctx, s); err != nil {
+		return nil, err
+	}
+	if s.lock.DeletionTimestamp.IsZero() {
+		if s.conflict, err = r.takeKey(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// readLock starts the scope of a pass of lock name at now, with the lock from the cache (s.lock
+// nil when it does not exist). It returns nil, without error, when the cache lags this process's
+// own last write of the lock.
+func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
+	s := &lockScope{name: name, now: r.Clock.Now(), read: map[types.UID]*locksv1alpha1.LockClaim{}}
 	lock := &locksv1alpha1.DistributedLock{}
 	switch err := r.Get(ctx, name, lock); {
 	case apierrors.IsNotFound(err):
-		lock = nil
+		return s, nil
 	case err != nil:
 		return nil, err
 	case r.written.behind(lock):
 		return nil, nil
-	}
-	list := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, list, client.InNamespace(name.Namespace), client.MatchingFields{indexClaimLock: name.Name}); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		c := &list.Items[i]
-		if r.written.behind(c) {
-			return nil, nil
-		}
-		s.read[c.UID] = c.DeepCopy()
-		s.claims = append(s.claims, c)
-		if h := c.Spec.Holder; h != nil && h.PodName != "" {
-			if err := r.loadPod(ctx, s, h.PodName); err != nil {
-				return nil, err
-			}
-		}
-		if err := r.loadHeartbeat(ctx, s, c); err != nil {
-			return nil, err
-		}
-	}
-	s.claims = fifo(s.claims)
-	if lock == nil {
-		return s, nil
 	}
 	s.lock, s.readLock = lock, lock.DeepCopy()
 	// A lock last written before shared locks records its holder in status.holder: the pass
 	// moves it into status.holders, and its write clears the old field.
 	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil
 	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
-	use, err := r.Backends.ForLock(ctx, lock)
-	switch {
-	case errors.As(err, &s.unusable):
-	case err != nil:
-		return nil, err
-	default:
-		s.backend = use.Session
+	return s, nil
+}
+
+// readClaims reads the lock's claims from the cache into s.read and hands each to take. fresh is
+// false when the cache lags this process's own last write of one of them.
+func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*locksv1alpha1.LockClaim) error) (fresh bool, err error) {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(s.name.Namespace), client.MatchingFields{indexClaimLock: s.name.Name}); err != nil {
+		return false, err
 	}
-	s.backendName, s.store = use.Name, use.Store
-	s.key = lock.BackendKey(use.KeyPolicy)
-	if lock.DeletionTimestamp.IsZero() {
-		if s.conflict, err = r.takeKey(ctx, s); err != nil {
-			return nil, err
+	for i := range list.Items {
+		c := &list.Items[i]
+		if r.written.behind(c) {
+			return false, nil
+		}
+		s.read[c.UID] = c.DeepCopy()
+		if err := take(c); err != nil {
+			return false, err
 		}
 	}
-	return s, nil
+	return true, nil
+}
+
+// readBackend resolves the lock's backend into the scope: its session (nil when it cannot be
+// used now, and then the returned *UnusableError says why), name, store and the lock's key on it.
+// Other errors are transient API errors.
+func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
+	use, err := r.Backends.ForLock(ctx, s.lock)
+	s.backendName, s.store, s.key = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy)
+	var unusable *registry.UnusableError
+	switch {
+	case errors.As(err, &unusable):
+		return unusable, nil
+	case err != nil:
+		return nil, err
+	}
+	s.backend = use.Session
+	return nil, nil
 }
 
 // takeKey makes the lock the owner of its key in its store in the key ledger, or says which lock

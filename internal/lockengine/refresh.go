@@ -148,45 +148,33 @@ func (r *Reconciler) refreshPass(ctx context.Context, name types.NamespacedName)
 // and the claims its record names that say they hold. It returns nil when the lane has nothing to
 // do now.
 func (r *Reconciler) loadHolders(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
-	lock := &locksv1alpha1.DistributedLock{}
-	switch err := r.Get(ctx, name, lock); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
+	s, err := r.readLock(ctx, name)
+	switch {
 	case err != nil:
 		return nil, err
-	case r.written.behind(lock):
-		return nil, nil // the watch event that catches the cache up starts the lock's pass
-	}
-	s := &lockScope{name: name, now: r.Clock.Now(), read: map[types.UID]*locksv1alpha1.LockClaim{}}
-	s.lock = lock
-	s.lock.Status.Holders, s.lock.Status.Holder = lock.Status.CurrentHolders(), nil
-	if len(s.lock.Status.Holders) == 0 {
+	case s == nil || s.lock == nil || len(s.lock.Status.Holders) == 0:
+		// Gone, nothing held, or a cache behind this process's own write (the watch event that
+		// catches it up starts the lock's pass).
 		return nil, nil
 	}
-	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
-	use, err := r.Backends.ForLock(ctx, lock)
-	if err != nil {
+	switch unusable, err := r.readBackend(ctx, s); {
+	case err != nil:
+		return nil, err
+	case unusable != nil:
 		// The backend cannot be used now: its holds' renewals fail too, so nothing can be
 		// refreshed; the lane looks again, and the lock's pass reports the backend.
-		return nil, err
+		return nil, unusable
 	}
-	s.backendName, s.key = use.Name, lock.BackendKey(use.KeyPolicy)
-	claims, err := claimsOfLock(ctx, r.Client, name.Namespace, name.Name)
-	if err != nil {
+	fresh, err := r.readClaims(ctx, s, func(c *locksv1alpha1.LockClaim) error {
+		if isHeld(c) && recordIndex(s.lock.Status.Holders, c) >= 0 {
+			s.holders = append(s.holders, c)
+		}
+		return nil
+	})
+	if !fresh || err != nil {
+		// A grant this process wrote may not show yet: the lock's pass that catching up starts
+		// schedules the lane again.
 		return nil, err
-	}
-	for i := range claims {
-		c := &claims[i]
-		if r.written.behind(c) {
-			// A grant this process wrote may not show yet: the lock's pass that catching up
-			// starts schedules the lane again.
-			return nil, nil
-		}
-		if !isHeld(c) || recordIndex(s.lock.Status.Holders, c) < 0 {
-			continue
-		}
-		s.read[c.UID] = c.DeepCopy()
-		s.holders = append(s.holders, c)
 	}
 	return s, nil
 }
