@@ -22,9 +22,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 )
@@ -237,6 +240,117 @@ func judgeExpiry(expire *time.Time, now time.Time) expiry {
 		return expiryPassed
 	}
 	return expiryAhead
+}
+
+// contention is what the head of the queue is told when a client other than its lock's holders
+// holds its backend key, and when the pass looks again: at the key's expiry when the backend
+// said when that is (at least 100 ms on); else, when the backend will report the key free
+// (watched), only as a fallback should that news be lost; else after maxRetryDelay. Whoever holds
+// the key is never named: its value may be another namespace's holder or anything a client
+// outside lockwarden wrote.
+func contention(locked *backends.LockedError, watched bool, now time.Time) (message string, retry time.Duration) {
+	message, retry = "The key is held on the backend by another client", maxRetryDelay
+	if watched {
+		retry = freeWatchFallback
+	}
+	if locked != nil && !locked.ExpireTime.IsZero() {
+		message += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
+		retry = max(locked.ExpireTime.Sub(now), 100*time.Millisecond)
+	}
+	return message, retry
+}
+
+// holderRecord is the lock record's entry for a grant at now to claim, of holder identity id, in
+// mode, with the backend hold lease.
+func holderRecord(claim, id string, lease backends.Lease, mode grantMode, now time.Time) locksv1alpha1.LockHolder {
+	rec := locksv1alpha1.LockHolder{
+		Claim:           claim,
+		Mode:            locksv1alpha1.LockModeExclusive,
+		Identity:        id,
+		BackendIdentity: lease.Identity,
+		AcquireTime:     *micro(now),
+		ExpireTime:      micro(lease.ExpireTime),
+	}
+	if mode == grantShared {
+		rec.Mode = locksv1alpha1.LockModeShared
+	}
+	return rec
+}
+
+// waiterPlace is what a pass knows of a claim that goes on waiting in the queue.
+type waiterPlace struct {
+	// position is its place in the queue, 1 for the head.
+	position int32
+	// holders are the lock record's holders.
+	holders []locksv1alpha1.LockHolder
+	// unusable says why the lock's backend cannot be used now; conflict, which lock took its key
+	// first (nil: none).
+	unusable, conflict *registry.UnusableError
+	// delayed: the lock waits out a lock delay until delayUntil (lockDelaySeconds: delaySeconds).
+	delayed      bool
+	delayUntil   *metav1.MicroTime
+	delaySeconds int32
+}
+
+// waiting is the status of a claim that waits: its queue position (0: none, the lock cannot grant
+// now), whether it is ready (nothing to fix), the Acquired reason and the message.
+type waiting struct {
+	position int32
+	ready    bool
+	reason   string
+	message  string
+}
+
+// waitingStatus says what a claim that goes on waiting in the queue shows: a backend it cannot
+// use or a key another lock owns first, since those are what to fix; then a lock delay, at the
+// head of a lock nobody holds; else its place in the queue.
+func waitingStatus(p waiterPlace) waiting {
+	switch {
+	case p.unusable != nil:
+		return waiting{reason: unusableReason(p.unusable), message: p.unusable.Message}
+	case p.conflict != nil:
+		return waiting{reason: p.conflict.Reason, message: p.conflict.Message}
+	case p.delayed && p.position == 1 && len(p.holders) == 0 && p.delayUntil != nil:
+		return waiting{position: p.position, ready: true, reason: locksv1alpha1.ReasonLockDelay,
+			message: lockDelayMessage(p.delayUntil.Time, p.delaySeconds)}
+	}
+	return waiting{position: p.position, ready: true, reason: locksv1alpha1.ReasonQueued, message: queuedMessage(p.holders, p.position)}
+}
+
+// writeClass is how the claim writes of a pass are ordered (writeClaims).
+type writeClass int
+
+const (
+	// writeNothing: the status did not change.
+	writeNothing writeClass = iota
+	// writeEnded: a hold ended; written first, so that no watcher sees two holders at once.
+	writeEnded
+	// writeGranted: a new holder; written next, since the handoff waits for it.
+	writeGranted
+	// writeGone: a deleted claim that holds nothing; its status is not written (its deletion
+	// says it), its finalizer comes off.
+	writeGone
+	// writeLow: a change no client waits for (a waiter's place or wording); written in rounds.
+	writeLow
+	// writeRest: any other change; written after the new holders.
+	writeRest
+)
+
+// classifyWrite says how the pass writes a claim that it read as before and leaves as after.
+func classifyWrite(before, after *locksv1alpha1.LockClaim) writeClass {
+	switch {
+	case !after.DeletionTimestamp.IsZero() && !isHeld(after):
+		return writeGone
+	case equality.Semantic.DeepEqual(before.Status, after.Status):
+		return writeNothing
+	case isHeld(before) && !isHeld(after):
+		return writeEnded
+	case !isHeld(before) && isHeld(after):
+		return writeGranted
+	case lowPriority(&before.Status, &after.Status):
+		return writeLow
+	}
+	return writeRest
 }
 
 // timedOutEnding is how a claim ends whose wait is over.

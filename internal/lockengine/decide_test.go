@@ -17,6 +17,7 @@ limitations under the License.
 package lockengine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/podliveness"
 )
@@ -424,6 +426,117 @@ func TestHoldExpiryAndJudgeExpiry(t *testing.T) {
 	for _, c := range cases {
 		got := judgeExpiry(holdExpiry(&locksv1alpha1.LockHolder{ExpireTime: c.rec}, c.claims), now)
 		if got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestContention(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	until := func(d time.Duration) *backends.LockedError {
+		return &backends.LockedError{Key: "k", Holder: "someone", ExpireTime: now.Add(d)}
+	}
+	cases := []struct {
+		name      string
+		locked    *backends.LockedError
+		watched   bool
+		wantMsg   string
+		wantRetry time.Duration
+	}{
+		{"no expiry known, no watch: the retry cap", nil, false, "The key is held on the backend by another client", maxRetryDelay},
+		{"no expiry known, a free watch: the fallback only", &backends.LockedError{Key: "k"}, true, "The key is held on the backend by another client", freeWatchFallback},
+		{"an expiry: look again then", until(3 * time.Second), true, "The key is held on the backend by another client until 2026-12-04T10:00:03Z", 3 * time.Second},
+		{"an expiry past or at hand: at least 100 ms on", until(-time.Second), false, "The key is held on the backend by another client until 2026-12-04T09:59:59Z", 100 * time.Millisecond},
+	}
+	for _, c := range cases {
+		msg, retry := contention(c.locked, c.watched, now)
+		if msg != c.wantMsg || retry != c.wantRetry {
+			t.Errorf("%s: %q, %s; want %q, %s", c.name, msg, retry, c.wantMsg, c.wantRetry)
+		}
+		if strings.Contains(msg, "someone") {
+			t.Errorf("%s: the message names the key's holder: %q", c.name, msg)
+		}
+	}
+}
+
+func TestHolderRecord(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	lease := backends.Lease{Identity: "lockwarden/lock-uid/id", ExpireTime: now.Add(30 * time.Second)}
+	for _, c := range []struct {
+		mode grantMode
+		want locksv1alpha1.LockMode
+	}{{grantExclusive, locksv1alpha1.LockModeExclusive}, {grantShared, locksv1alpha1.LockModeShared}} {
+		rec := holderRecord("a", "id", lease, c.mode, now)
+		if rec.Claim != "a" || rec.Identity != "id" || rec.BackendIdentity != lease.Identity || rec.Mode != c.want ||
+			!rec.AcquireTime.Time.Equal(now) || !rec.ExpireTime.Time.Equal(lease.ExpireTime) || rec.FencingToken != 0 {
+			t.Errorf("mode %v: %+v", c.mode, rec)
+		}
+	}
+}
+
+func TestWaitingStatus(t *testing.T) {
+	until := metav1.NewMicroTime(time.Date(2026, 12, 4, 10, 0, 30, 0, time.UTC))
+	held := []locksv1alpha1.LockHolder{{Claim: "a"}}
+	unusable := &registry.UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable, Message: "LockBackend redis is not ready: down"}
+	conflict := &registry.UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: "Another DistributedLock ..."}
+	cases := []struct {
+		name  string
+		place waiterPlace
+		want  waiting
+	}{
+		{"queued behind a holder", waiterPlace{position: 2, holders: held},
+			waiting{2, true, locksv1alpha1.ReasonQueued, "Held by claim a; position 2 in the queue"}},
+		{"head of a free lock", waiterPlace{position: 1},
+			waiting{1, true, locksv1alpha1.ReasonQueued, "Waiting behind 0 claim(s)"}},
+		{"an unusable backend comes first, as an outage", waiterPlace{position: 1, unusable: unusable, conflict: conflict},
+			waiting{0, false, locksv1alpha1.ReasonBackendUnavailable, unusable.Message}},
+		{"a key conflict keeps its reason", waiterPlace{position: 3, conflict: conflict},
+			waiting{0, false, locksv1alpha1.ReasonKeyConflict, conflict.Message}},
+		{"the head of a free lock waits out the lock delay", waiterPlace{position: 1, delayed: true, delayUntil: &until, delaySeconds: 30},
+			waiting{1, true, locksv1alpha1.ReasonLockDelay, "The last hold ended without a release; no grant before 2026-12-04T10:00:30Z (lockDelaySeconds=30)"}},
+		{"behind the head, a delay is just a queue", waiterPlace{position: 2, delayed: true, delayUntil: &until, delaySeconds: 30},
+			waiting{2, true, locksv1alpha1.ReasonQueued, "Waiting behind 1 claim(s)"}},
+	}
+	for _, c := range cases {
+		if got := waitingStatus(c.place); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestClassifyWrite(t *testing.T) {
+	claim := func(phase locksv1alpha1.ClaimPhase, reason string, position int32) *locksv1alpha1.LockClaim {
+		c := &locksv1alpha1.LockClaim{Status: locksv1alpha1.LockClaimStatus{Phase: phase, QueuePosition: position}}
+		if reason != "" {
+			c.Status.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Reason: reason}}
+		}
+		return c
+	}
+	deleting := func(c *locksv1alpha1.LockClaim) *locksv1alpha1.LockClaim {
+		now := metav1.Now()
+		c.DeletionTimestamp = &now
+		return c
+	}
+	queued := claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonQueued, 2)
+	held := claim(locksv1alpha1.ClaimHeld, locksv1alpha1.ReasonAcquired, 0)
+	released := claim(locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, 0)
+	cases := []struct {
+		name          string
+		before, after *locksv1alpha1.LockClaim
+		want          writeClass
+	}{
+		{"unchanged", queued, queued, writeNothing},
+		{"granted", queued, held, writeGranted},
+		{"a hold ended", held, released, writeEnded},
+		{"a waiter moved up", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonQueued, 1), writeLow},
+		{"a new claim's first status", claim("", "", 0), queued, writeRest},
+		{"a waiter became contended", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonContended, 1), writeLow},
+		{"a waiter's backend failed", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonBackendUnavailable, 0), writeRest},
+		{"a deleted claim that holds nothing", queued, deleting(released.DeepCopy()), writeGone},
+		{"a deleted claim that still holds is written as any other", held, deleting(held.DeepCopy()), writeNothing},
+	}
+	for _, c := range cases {
+		if got := classifyWrite(c.before, c.after); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -260,17 +260,8 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	locked = nil
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
-		// Whoever holds the key is not named: its value may be another namespace's holder or
-		// anything a client outside lockwarden wrote.
-		msg := "The key is held on the backend by another client"
-		retry := maxRetryDelay
-		if r.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name) {
-			retry = freeWatchFallback
-		}
-		if locked != nil && !locked.ExpireTime.IsZero() {
-			msg += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
-			retry = max(locked.ExpireTime.Sub(s.now), 100*time.Millisecond)
-		}
+		watched := r.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name)
+		msg, retry := contention(locked, watched, s.now)
 		markWaiting(c, 1, true, locksv1alpha1.ReasonContended, msg)
 		s.wait = soonest(s.wait, retry)
 		return false, nil
@@ -282,18 +273,7 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	_, inRecord := backends.AsRecordKeeper(s.backend)
 	lease = heldFromRecord(lease, s.now, inRecord)
 	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
-	rec := locksv1alpha1.LockHolder{
-		Claim:           c.Name,
-		Mode:            locksv1alpha1.LockModeExclusive,
-		Identity:        id,
-		BackendIdentity: lease.Identity,
-		AcquireTime:     *micro(s.now),
-		ExpireTime:      micro(lease.ExpireTime),
-	}
-	if mode == grantShared {
-		rec.Mode = locksv1alpha1.LockModeShared
-	}
-	s.lock.Status.Holders = append(s.lock.Status.Holders, rec)
+	s.lock.Status.Holders = append(s.lock.Status.Holders, holderRecord(c.Name, id, lease, mode, s.now))
 	s.grants = append(s.grants, grant{claim: c, lease: lease, record: len(s.lock.Status.Holders) - 1})
 	return true, nil
 }
@@ -395,18 +375,10 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 			s.wait = soonest(s.wait, deadline.Sub(s.now))
 		}
 		position++
-		switch {
-		case s.unusable != nil:
-			markWaiting(c, 0, false, unusableReason(s.unusable), s.unusable.Message)
-		case s.conflict != nil:
-			markWaiting(c, 0, false, s.conflict.Reason, s.conflict.Message)
-		case q.tried:
-			// tryHead said how it went.
-		case delayed && position == 1 && len(holders) == 0:
-			markWaiting(c, position, true, locksv1alpha1.ReasonLockDelay,
-				lockDelayMessage(s.lock.Status.LockDelayUntil.Time, s.lock.Spec.LockDelaySeconds))
-		default:
-			markWaiting(c, position, true, locksv1alpha1.ReasonQueued, queuedMessage(holders, position))
+		if !q.tried { // a claim the pass tried the backend for says how that went
+			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
+				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
+			markWaiting(c, w.position, w.ready, w.reason, w.message)
 		}
 		s.waiters = append(s.waiters, c)
 	}

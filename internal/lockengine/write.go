@@ -143,20 +143,19 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		before := s.read[c.UID]
-		switch {
-		case !c.DeletionTimestamp.IsZero() && !isHeld(c):
+		switch classifyWrite(before, c) {
+		case writeGone:
 			if isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
 				r.recordTransition(c) // its status is never written: the event says how it ended
 			}
 			gone = append(gone, c)
-		case equality.Semantic.DeepEqual(before.Status, c.Status):
-		case isHeld(before) && !isHeld(c):
+		case writeEnded:
 			ended = append(ended, c)
-		case !isHeld(before) && isHeld(c):
+		case writeGranted:
 			granted = append(granted, c)
-		case lowPriority(&before.Status, &c.Status):
+		case writeLow:
 			low = append(low, c)
-		default:
+		case writeRest:
 			rest = append(rest, c)
 		}
 	}
