@@ -28,7 +28,6 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/heartbeat"
-	"github.com/lockwarden/lockwarden/internal/podliveness"
 )
 
 // This file is the liveness of detached claims that name a heartbeat Lease
@@ -64,22 +63,6 @@ func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1
 		s.wait = soonest(s.wait, v.ExpireAt.Sub(s.now))
 	}
 	return nil
-}
-
-// heartbeatVerdict is the liveness of the holder of detached claim c with a heartbeat Lease: a
-// Lease that expired, was deleted, or is missing while the claim holds ends the hold like a dead
-// pod.
-func (s *lockScope) heartbeatVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
-	v, ok := s.heartbeats[c.Spec.Holder.LeaseName]
-	switch {
-	case !ok || v.State == heartbeat.Alive:
-		return podliveness.Verdict{Alive: true}
-	case v.State == heartbeat.Missing:
-		// A holder's Lease that this process never saw: it was deleted before a restart of the
-		// controller, or lost its label.
-		return podliveness.Verdict{Reason: fmt.Sprintf("heartbeat Lease %s in namespace %s was deleted", c.Spec.Holder.LeaseName, c.Namespace)}
-	}
-	return podliveness.Verdict{Reason: v.Reason}
 }
 
 // judgeHeartbeat adds to a waiting claim's verdict what its heartbeat Lease says: a claimant

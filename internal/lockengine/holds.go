@@ -23,96 +23,18 @@ import (
 	"slices"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
-	"github.com/lockwarden/lockwarden/internal/identity"
 	"github.com/lockwarden/lockwarden/internal/mutant"
-	"github.com/lockwarden/lockwarden/internal/podliveness"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
 // This file is the holder half of a pass: which claims share the lock's recorded hold, which of
 // them let go and why, the backend release once none is left, resuming a hold after a leader
 // change, and keeping status.expireTime ahead of now.
-
-// sharesRecord says whether claim c is part of the lock's recorded hold: the claim it names, or a
-// held claim of the same identity with the same token (reentrancy).
-func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) bool {
-	if rec == nil || isFinal(c.Status.Phase) {
-		return false
-	}
-	if isHeld(c) {
-		return c.Status.HolderIdentity == rec.Identity && c.Status.FencingToken == rec.FencingToken
-	}
-	return c.Name == rec.Claim
-}
-
-// podVerdict is the liveness of c's holder pod, or of its heartbeat Lease; Alive for a detached
-// claim without one.
-func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
-	h := c.Spec.Holder
-	if h != nil && h.LeaseName != "" {
-		return s.heartbeatVerdict(c)
-	}
-	if h == nil || h.PodName == "" {
-		return podliveness.Verdict{Alive: true}
-	}
-	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
-}
-
-// deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
-// by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
-// foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
-func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
-	h := c.Spec.Holder
-	if h == nil || h.PodName == "" {
-		return false
-	}
-	pod := s.pods[h.PodName]
-	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
-		return false
-	}
-	owner := metav1.GetControllerOf(c)
-	return owner != nil && owner.UID == pod.UID
-}
-
-// holdKey names the hold of identity (a claim's holder identity) on the lock's key.
-func (s *lockScope) holdKey(identity string) renewal.HoldKey {
-	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
-}
-
-// backendIdentity is the value on the backend of identity's hold of this lock: the one the lock
-// record names when identity holds it, else the value a grant writes (package identity). A
-// record without one was granted before values were derived: the backend then holds identity
-// itself.
-func (s *lockScope) backendIdentity(id string) string {
-	if rec := s.recordOf(id); rec != nil {
-		return recordBackendIdentity(rec)
-	}
-	return identity.OnBackend(s.lock.UID, id)
-}
-
-// recordOf returns the lock record's entry of identity's hold; nil when it holds nothing.
-func (s *lockScope) recordOf(id string) *locksv1alpha1.LockHolder {
-	for i := range s.lock.Status.Holders {
-		if rec := &s.lock.Status.Holders[i]; rec.Identity == id {
-			return rec
-		}
-	}
-	return nil
-}
-
-// recordBackendIdentity is the value on the backend of the hold rec records.
-func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
-	if rec.BackendIdentity != "" {
-		return rec.BackendIdentity
-	}
-	return rec.Identity
-}
 
 // endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
 // and releases each backend hold once no claim shares it.
@@ -177,16 +99,6 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	return nil
 }
 
-// recordIndex is the index of the lock record's entry that claim c is part of; -1 for none.
-func recordIndex(recs []locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) int {
-	for i := range recs {
-		if sharesRecord(&recs[i], c) {
-			return i
-		}
-	}
-	return -1
-}
-
 func sharesRecordName(claims []*locksv1alpha1.LockClaim, name string) bool {
 	for _, c := range claims {
 		if c.Name == name {
@@ -238,12 +150,6 @@ func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locks
 	return nil
 }
 
-// recordShared says whether a record entry is one place of a shared lock (entries written before
-// locks had places are exclusive).
-func recordShared(rec *locksv1alpha1.LockHolder) bool {
-	return rec.Mode == locksv1alpha1.LockModeShared
-}
-
 // keepRecord looks after a hold that goes on: it reports a hold the backend lost, resumes one the
 // Renewer does not know (after a restart or a leader change), and marks Held the claims of the
 // entry whose grant's status write never landed. It says whether the hold was lost, in which case
@@ -293,18 +199,6 @@ func (r *Reconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*lock
 		}
 	}
 	s.startLockDelay()
-}
-
-// startLockDelay holds back the next grant for the lock's lockDelaySeconds from now: the hold
-// just ended without a release, and its holder may still be running.
-func (s *lockScope) startLockDelay() {
-	var current *time.Time
-	if t := s.lock.Status.LockDelayUntil; t != nil {
-		current = &t.Time
-	}
-	if end := lockDelayEnd(s.lock.Spec.LockDelaySeconds, current, s.now); end != nil {
-		s.lock.Status.LockDelayUntil = micro(*end)
-	}
 }
 
 // resume takes up, after a restart or a leader change, a hold the backend still has for the

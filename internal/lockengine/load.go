@@ -73,7 +73,8 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 // nil when it does not exist). It returns nil, without error, when the cache lags this process's
 // own last write of the lock.
 func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
-	s := &lockScope{name: name, now: r.Clock.Now(), read: map[types.UID]*locksv1alpha1.LockClaim{}}
+	s := &lockScope{name: name, now: r.Clock.Now()}
+	s.read = map[types.UID]*locksv1alpha1.LockClaim{}
 	lock := &locksv1alpha1.DistributedLock{}
 	switch err := r.Get(ctx, name, lock); {
 	case apierrors.IsNotFound(err):

@@ -42,24 +42,6 @@ import (
 // without a word).
 const freeWatchFallback = 30 * time.Second
 
-// identityOf is the identity claim c holds or asks the backend for: spec.holder.identity, else
-// its pod's UID, else its own UID.
-func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
-	if isHeld(c) && c.Status.HolderIdentity != "" {
-		return c.Status.HolderIdentity
-	}
-	h := c.Spec.Holder
-	switch {
-	case h != nil && h.Identity != "":
-		return h.Identity
-	case h != nil && h.PodName != "" && c.Status.PodUID != "":
-		return string(c.Status.PodUID)
-	case h != nil && h.PodName != "" && s.pods[h.PodName] != nil:
-		return string(s.pods[h.PodName].UID)
-	}
-	return string(c.UID)
-}
-
 // queued is a claim that waits in the queue, with what the pass found about it.
 type queued struct {
 	claim *locksv1alpha1.LockClaim
@@ -141,43 +123,6 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	return nil
 }
 
-// grantedIdentity says whether the pass granted a place to identity already.
-func (s *lockScope) grantedIdentity(id string) bool {
-	for _, g := range s.grants {
-		if s.lock.Status.Holders[g.record].Identity == id {
-			return true
-		}
-	}
-	return false
-}
-
-// claimMode is how claim c would hold the lock.
-func (s *lockScope) claimMode(c *locksv1alpha1.LockClaim) grantMode {
-	return effectiveMode(c.Spec.Mode == locksv1alpha1.LockModeExclusive, s.maxHolders())
-}
-
-// waiterSlots describes the queue to planGrants.
-func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
-	slots := make([]waiterSlot, len(queue))
-	for i, q := range queue {
-		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim)}
-	}
-	return slots
-}
-
-// holdSlots describes the lock's current holds to planGrants.
-func (s *lockScope) holdSlots() []holdSlot {
-	slots := make([]holdSlot, len(s.lock.Status.Holders))
-	for i, rec := range s.lock.Status.Holders {
-		mode := grantExclusive
-		if recordShared(&rec) {
-			mode = grantShared
-		}
-		slots[i] = holdSlot{mode: mode, identity: rec.Identity}
-	}
-	return slots
-}
-
 // mutatedPlaces is the lock's number of places as planGrants sees it: its maxHolders, unless a
 // mutant makes the pass ignore it.
 func (s *lockScope) mutatedPlaces() int32 {
@@ -194,20 +139,6 @@ func (s *lockScope) mutatedHoldSlots(queue []*queued) []holdSlot {
 		return nil
 	}
 	return s.holdSlots()
-}
-
-// lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
-func (s *lockScope) lockDelayed() bool {
-	var until *time.Time
-	if t := s.lock.Status.LockDelayUntil; t != nil {
-		until = &t.Time
-	}
-	if mutant.Active(mutant.IgnoreLockDelay) {
-		until = nil
-	}
-	wait := grantDelay(until, s.now)
-	s.wait = soonest(s.wait, wait)
-	return wait > 0
 }
 
 // joinHold lets a waiting claim with the identity of a current holder share its hold and token

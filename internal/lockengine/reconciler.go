@@ -19,9 +19,10 @@ package lockengine
 import (
 	"context"
 	"errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,7 +43,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
@@ -97,79 +97,6 @@ type Reconciler struct {
 	lowMu sync.Mutex
 	// lowRounds holds, per lock, its held-back low-priority status changes.
 	lowRounds map[types.NamespacedName]*lowRound
-}
-
-// lockScope carries what one pass of a lock has read and decided.
-type lockScope struct {
-	// name names the lock.
-	name types.NamespacedName
-	// lock is the lock under reconcile, its status changed in place by the pass; nil when it
-	// does not exist.
-	lock *locksv1alpha1.DistributedLock
-	// readLock is the lock as read: the base of the status write and its precondition.
-	readLock *locksv1alpha1.DistributedLock
-	// claims are every claim of the lock, from the cache, their status changed in place.
-	claims []*locksv1alpha1.LockClaim
-	// read holds each claim as read, by UID: the base of its status patch. readMu guards it
-	// while claims are written in parallel.
-	read   map[types.UID]*locksv1alpha1.LockClaim
-	readMu sync.Mutex
-	// pods are the holder pods of pod claims that exist, by name.
-	pods map[string]*corev1.Pod
-	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
-	heartbeats map[string]heartbeat.Verdict
-	// backend is the lock's backend session; nil when it cannot be used now.
-	backend backends.Backend
-	// backendName names the lock's LockBackend.
-	backendName string
-	// store is the identity of the store the LockBackend reaches (registry.StoreOf): the key
-	// ledger's key, shared by every LockBackend of the store.
-	store string
-	// unusable says why the backend cannot be used now; nil when it can.
-	unusable *registry.UnusableError
-	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
-	// The lock then grants nothing (holds it already has go on until they end).
-	conflict *registry.UnusableError
-	// keyTaken says the key passed to this lock in this pass: it grants in the next one.
-	keyTaken bool
-	// key is the lock's backend key and ttl its lease duration.
-	key string
-	ttl time.Duration
-	// now is the time of the pass.
-	now time.Time
-
-	// holders are the claims that share the recorded hold once the pass has decided.
-	holders []*locksv1alpha1.LockClaim
-	// waiters are the claims still queued, in FIFO order, once the pass has decided.
-	waiters []*locksv1alpha1.LockClaim
-	// grants are the claims the pass granted the lock to, in queue order, with their backend
-	// holds, given back if the lock record cannot be written.
-	grants []grant
-	// writeLow says whether the lock's low-priority status (the waiting count) is written in
-	// this pass, which starts a round of low-priority claim writes.
-	writeLow bool
-	// lowPending are the claims the lock's round of low-priority writes has still to write
-	// (guarded by lowMu); nil when no round is under way.
-	lowPending map[types.UID]bool
-	// wait is when to look again (0: only on an event).
-	wait time.Duration
-	// retryErr is an error to return once the pass has written what it decided, so that the
-	// work queue retries with backoff (a backend that failed).
-	retryErr error
-}
-
-// grant is one claim granted in a pass and the backend hold taken for it.
-type grant struct {
-	claim *locksv1alpha1.LockClaim
-	lease backends.Lease
-	// record is the index of the entry the grant added to the lock record's holders; writeLock
-	// sets its token.
-	record int
-}
-
-// maxHolders is the lock's number of places.
-func (s *lockScope) maxHolders() int32 {
-	return max(s.lock.Spec.MaxHolders, 1)
 }
 
 // lockStep is one step of a pass.
