@@ -28,7 +28,6 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
-	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
@@ -47,13 +46,10 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 		i := recordIndex(recs, c)
 		switch {
 		case i >= 0:
-			end := holderEnding(holderFacts{
+			end := seams.holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
 				lockName: s.lock.Name, pod: s.podVerdict(c), deletedWithPod: s.deletedWithPod(c),
 			})
-			if end != nil && end.reason == locksv1alpha1.ReasonHolderTerminated && mutant.Active(mutant.KeepDeadHolder) {
-				end = nil
-			}
 			if end == nil {
 				keep[i] = append(keep[i], c)
 				continue

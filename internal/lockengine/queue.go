@@ -30,7 +30,6 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/fencing"
 	"github.com/lockwarden/lockwarden/internal/identity"
-	"github.com/lockwarden/lockwarden/internal/mutant"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
@@ -91,7 +90,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	planned := 0
 	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
 		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
-		planned = min(planGrants(s.waiterSlots(queue), s.mutatedHoldSlots(queue), s.mutatedPlaces()), fencing.PerWrite)
+		planned = min(seams.planGrants(s.waiterSlots(queue), s.holdSlots(), s.maxHolders()), fencing.PerWrite)
 	}
 	if planned > 0 {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
@@ -121,24 +120,6 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	}
 	r.markQueue(s, queue[len(s.grants):], delayed)
 	return nil
-}
-
-// mutatedPlaces is the lock's number of places as planGrants sees it: its maxHolders, unless a
-// mutant makes the pass ignore it.
-func (s *lockScope) mutatedPlaces() int32 {
-	if mutant.Active(mutant.IgnorePlaces) && s.maxHolders() > 1 {
-		return fencing.PerWrite
-	}
-	return s.maxHolders()
-}
-
-// mutatedHoldSlots is holdSlots as planGrants sees them: every hold, unless a mutant makes the
-// pass overlook the holders when an Exclusive claim is at the head of queue.
-func (s *lockScope) mutatedHoldSlots(queue []*queued) []holdSlot {
-	if mutant.Active(mutant.WriterBesideReaders) && len(queue) > 0 && s.claimMode(queue[0].claim) == grantExclusive {
-		return nil
-	}
-	return s.holdSlots()
 }
 
 // joinHold lets a waiting claim with the identity of a current holder share its hold and token
@@ -184,10 +165,7 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, c, locked.Holder) {
 		lease, err = acquire(ctx, onBackend)
 	}
-	if errors.Is(err, backends.ErrLocked) && mutant.Active(mutant.GrantUnacquired) {
-		lease = backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)}
-		err = nil
-	}
+	lease, err = seams.acquired(lease, err, backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)})
 	locked = nil
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):

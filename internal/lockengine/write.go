@@ -32,7 +32,6 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends"
 	"github.com/lockwarden/lockwarden/internal/failpoint"
 	"github.com/lockwarden/lockwarden/internal/fencing"
-	"github.com/lockwarden/lockwarden/internal/mutant"
 )
 
 // This file is the writing half of a pass: the lock record first (one compare-and-swap carrying
@@ -53,7 +52,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 	lock.Status.Waiting = waiting
 	lock.Status.Holding = int32(len(lock.Status.Holders))
 	if len(s.grants) > 0 {
-		tokens, err := issueTokens(s.readLock, len(s.grants))
+		tokens, err := seams.issueTokens(s.readLock, len(s.grants))
 		if err != nil {
 			return err
 		}
@@ -90,17 +89,7 @@ func highPriorityStatus(st locksv1alpha1.DistributedLockStatus) locksv1alpha1.Di
 // issueTokens returns the tokens of n grants recorded by one write preconditioned on lock's
 // resourceVersion (package fencing), in grant order.
 func issueTokens(lock *locksv1alpha1.DistributedLock, n int) ([]int64, error) {
-	tokens, err := fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, n)
-	if err != nil {
-		return nil, err
-	}
-	switch last := lock.Status.FencingToken; {
-	case last > 0 && mutant.Active(mutant.TokenReuse):
-		tokens[0] = last
-	case last > fencing.Offset+1 && mutant.Active(mutant.TokenLower):
-		tokens[0] = last - 1
-	}
-	return tokens, nil
+	return fencing.Issue(lock.ResourceVersion, lock.Status.FencingToken, n)
 }
 
 // giveBack releases the backend holds taken in this pass whose grants were not recorded (none
@@ -220,11 +209,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	if isHeld(c) && !isHeld(before) {
 		failpoint.Pause(failpoint.GrantStatus, c.Namespace+"/"+c.Name)
 	}
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	if mutant.Active(mutant.BlindStatus) {
-		patch = client.MergeFrom(before)
-	}
-	if err := r.Status().Patch(ctx, c, patch); err != nil {
+	if err := r.Status().Patch(ctx, c, seams.claimPatch(before)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.written.note(c)
@@ -240,12 +225,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 // letGo removes the finalizer of a deleted claim that holds nothing, once the lock record that
 // released it is written.
 func (r *Reconciler) letGo(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	if mutant.Active(mutant.ReleaseUnchecked) && s.backend != nil {
-		// The mutant frees whatever holds the key, a client outside lockwarden included.
-		if cur, err := s.backend.Inspect(ctx, s.key); err == nil && len(s.lock.Status.Holders) == 0 {
-			_ = s.backend.Release(ctx, cur)
-		}
-	}
+	seams.lettingGo(ctx, s)
 	return r.removeFinalizer(ctx, c)
 }
 
