@@ -17,12 +17,14 @@ limitations under the License.
 package lockengine
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -33,8 +35,11 @@ import (
 )
 
 // This file holds the decisions of a lock's pass as pure functions of what the pass read: who
-// holds, who must let go and why, who is next, when to look again. The reconciler reads, calls
-// them and writes; table tests cover them (decide_test.go).
+// holds, who must let go and why, who waits aside, when to look again; then, in sections, which
+// claims are granted (Grants), what a claim's and a lock's status say and which event a
+// transition emits (Status), and which held-back writes go now (Rounds). The steps read, call
+// these and write; table tests cover them (decide_test.go, grants_test.go, claim_status_test.go,
+// lowpriority_test.go).
 
 // ending says that a claim's part in a hold, or its wait, is over, and how its status says so.
 type ending struct {
@@ -353,6 +358,12 @@ func classifyWrite(before, after *locksv1alpha1.LockClaim) writeClass {
 	return writeRest
 }
 
+// endWait ends the wait of a claim that holds nothing (holds end in endClaim, which also stops
+// their renewal).
+func endWait(c *locksv1alpha1.LockClaim, end *ending, now time.Time) {
+	markEnded(c, end.phase, end.reason, end.message, now)
+}
+
 // timedOutEnding is how a claim ends whose wait is over.
 func timedOutEnding(waitTimeoutSeconds int32) *ending {
 	return &ending{phase: locksv1alpha1.ClaimTimedOut, reason: locksv1alpha1.ReasonWaitTimedOut,
@@ -466,4 +477,264 @@ func soonest(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// Grants. Which waiting claims a pass may try to grant, as a pure function of the
+// queue, the current holds and the lock's number of places (grants_test.go). The rules
+// (DESIGN §3 "Grant"):
+//   - strict FIFO across modes: a claim is tried only if every claim ahead of it is granted in
+//     the same pass;
+//   - an Exclusive claim is granted only into an empty lock, and holds it alone;
+//   - the run of Shared claims at the head of the queue is granted together while places are
+//     free; an Exclusive claim in the queue blocks every claim behind it, so that a stream of
+//     readers cannot starve a writer;
+//   - on a lock of one place every hold is exclusive, whatever the claims asked for;
+//   - a lock whose places were lowered below its holders grants nothing until enough have left.
+//
+// A claim whose holder does not exist yet (a pod or heartbeat Lease never seen) is not in the
+// queue at all: it waits aside, so that it never blocks the claims behind it (serveQueue).
+
+// grantMode is how a claim holds, or would hold, a lock.
+type grantMode int
+
+const (
+	// grantShared takes one of the lock's places beside other Shared holders.
+	grantShared grantMode = iota
+	// grantExclusive holds the lock alone.
+	grantExclusive
+)
+
+// effectiveMode is how a claim that asks for mode exclusive (or not) holds a lock of maxHolders
+// places: a lock of one place has no room for sharing.
+func effectiveMode(exclusive bool, maxHolders int32) grantMode {
+	if exclusive || maxHolders <= 1 {
+		return grantExclusive
+	}
+	return grantShared
+}
+
+// waiterSlot is what planGrants needs of one waiting claim.
+type waiterSlot struct {
+	mode grantMode
+	// identity is the holder identity the claim would hold with: claims of one identity share
+	// one place.
+	identity string
+}
+
+// holdSlot is what planGrants needs of one current hold.
+type holdSlot struct {
+	mode     grantMode
+	identity string
+}
+
+// planGrants returns how many claims from the head of queue the pass tries to grant, in order:
+// it stops at the first that the rules above refuse, and so does the pass at the first its
+// backend refuses.
+func planGrants(queue []waiterSlot, holds []holdSlot, maxHolders int32) int {
+	places := int(max(maxHolders, 1))
+	taken := map[string]bool{}
+	for _, h := range holds {
+		if h.mode == grantExclusive {
+			return 0
+		}
+		taken[h.identity] = true
+	}
+	n := 0
+	for _, w := range queue {
+		if w.mode == grantExclusive {
+			if n == 0 && len(taken) == 0 {
+				n = 1
+			}
+			break
+		}
+		if !taken[w.identity] && len(taken) >= places {
+			break
+		}
+		taken[w.identity] = true
+		n++
+	}
+	return n
+}
+
+// Status. What a claim's and a lock's status say, and which event a claim's transition emits:
+// setters and conditions that never call the API (the write steps send what they leave).
+
+// isFinal says whether a claim's phase can no longer change.
+func isFinal(p locksv1alpha1.ClaimPhase) bool {
+	switch p {
+	case locksv1alpha1.ClaimReleased, locksv1alpha1.ClaimLost, locksv1alpha1.ClaimTimedOut, locksv1alpha1.ClaimFailed:
+		return true
+	}
+	return false
+}
+
+// isHeld says whether a claim holds its lock (a claim being deleted holds it until the finalizer
+// has released it).
+func isHeld(c *locksv1alpha1.LockClaim) bool { return c.Status.Phase == locksv1alpha1.ClaimHeld }
+
+// queueOrder is FIFO: creation time, then name.
+func queueOrder(a, b *locksv1alpha1.LockClaim) int {
+	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// setClaimConditions sets Acquired and Ready. Acquired is True exactly while held.
+func setClaimConditions(c *locksv1alpha1.LockClaim, acquired, ready bool, reason, message string) {
+	status := func(b bool) metav1.ConditionStatus {
+		if b {
+			return metav1.ConditionTrue
+		}
+		return metav1.ConditionFalse
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type: locksv1alpha1.ConditionAcquired, Status: status(acquired), Reason: reason, Message: message,
+		ObservedGeneration: c.Generation,
+	})
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type: locksv1alpha1.ConditionReady, Status: status(ready), Reason: reason, Message: message,
+		ObservedGeneration: c.Generation,
+	})
+	c.Status.ObservedGeneration = c.Generation
+}
+
+// markWaiting records a claim that waits for its lock: queued behind others, contended by a
+// client outside lockwarden, or (ready=false) blocked by a missing lock, pod or backend.
+func markWaiting(c *locksv1alpha1.LockClaim, position int32, ready bool, reason, message string) {
+	c.Status.Phase = locksv1alpha1.ClaimPending
+	c.Status.QueuePosition = position
+	setClaimConditions(c, false, ready, reason, message)
+}
+
+// markHeld records a grant to the holder identity id (the lease's identity is the value on the
+// backend, derived from it).
+func markHeld(c *locksv1alpha1.LockClaim, id string, lease backends.Lease, token int64, now time.Time) {
+	c.Status.Phase = locksv1alpha1.ClaimHeld
+	c.Status.HolderIdentity = id
+	c.Status.FencingToken = token
+	c.Status.AcquireTime = micro(now)
+	c.Status.RenewTime = micro(now)
+	c.Status.ExpireTime = micro(lease.ExpireTime)
+	c.Status.LeaseDurationSeconds = int32(lease.TTL / time.Second)
+	c.Status.QueuePosition = 0
+	c.Status.ReleaseTime = nil
+	setClaimConditions(c, true, true, locksv1alpha1.ReasonAcquired,
+		fmt.Sprintf("Held with fencing token %d", token))
+}
+
+// markRenewed moves a held claim's renew and expire times forward.
+func markRenewed(c *locksv1alpha1.LockClaim, renewTime, expireTime time.Time) {
+	c.Status.RenewTime = micro(renewTime)
+	c.Status.ExpireTime = micro(expireTime)
+}
+
+// markEnded records the end of a claim in a final phase.
+func markEnded(c *locksv1alpha1.LockClaim, phase locksv1alpha1.ClaimPhase, reason, message string, now time.Time) {
+	if isHeld(c) {
+		c.Status.ReleaseTime = micro(now)
+	}
+	c.Status.Phase = phase
+	c.Status.QueuePosition = 0
+	setClaimConditions(c, false, false, reason, message)
+}
+
+func micro(t time.Time) *metav1.MicroTime {
+	m := metav1.NewMicroTime(t)
+	return &m
+}
+
+// setLockConditions sets BackendReady from the backend check (nil problem = usable) and Ready:
+// claims on it can be granted, which takes a usable backend and a key no other lock took first
+// (nil conflict).
+func setLockConditions(lock *locksv1alpha1.DistributedLock, problem, conflict *registry.UnusableError, backendName string) {
+	cond := metav1.Condition{
+		Type:               locksv1alpha1.ConditionBackendReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             locksv1alpha1.ReasonBackendReachable,
+		Message:            "Backend " + backendName + " is ready",
+		ObservedGeneration: lock.Generation,
+	}
+	if problem != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, problem.Reason, problem.Message
+	}
+	meta.SetStatusCondition(&lock.Status.Conditions, cond)
+	cond.Type = locksv1alpha1.ConditionReady
+	if problem == nil && conflict != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, conflict.Reason, conflict.Message
+	}
+	meta.SetStatusCondition(&lock.Status.Conditions, cond)
+	lock.Status.ObservedGeneration = lock.Generation
+}
+
+// transitionEvent says which event, if any, a claim's change of phase deserves: one per
+// transition, none for waiting in a queue (which is not news) and none for a refresh. Its reason
+// is the Acquired condition's reason.
+func transitionEvent(st *locksv1alpha1.LockClaimStatus) (eventType, reason, message string, ok bool) {
+	for _, cond := range st.Conditions {
+		if cond.Type == locksv1alpha1.ConditionAcquired {
+			reason, message = cond.Reason, cond.Message
+		}
+	}
+	switch st.Phase {
+	case locksv1alpha1.ClaimLost, locksv1alpha1.ClaimFailed, locksv1alpha1.ClaimTimedOut:
+		return corev1.EventTypeWarning, reason, message, true
+	case locksv1alpha1.ClaimPending:
+		if reason == locksv1alpha1.ReasonQueued || reason == locksv1alpha1.ReasonContended {
+			return "", "", "", false
+		}
+		// The claim cannot proceed: lock, pod or backend missing.
+		return corev1.EventTypeWarning, reason, message, true
+	}
+	return corev1.EventTypeNormal, reason, message, true
+}
+
+// Rounds of low-priority writes (lowpriority.go): which claims a pass writes now.
+
+// pickLowBatch returns up to n claims of low that are pending, in the order of queue (claims not
+// in the queue last).
+func pickLowBatch(queue, low []*locksv1alpha1.LockClaim, pending map[types.UID]bool, n int) []*locksv1alpha1.LockClaim {
+	isLow := map[types.UID]*locksv1alpha1.LockClaim{}
+	for _, c := range low {
+		if pending[c.UID] {
+			isLow[c.UID] = c
+		}
+	}
+	var out []*locksv1alpha1.LockClaim
+	for _, c := range queue {
+		if len(out) == n {
+			return out
+		}
+		if isLow[c.UID] != nil {
+			out = append(out, c)
+			delete(isLow, c.UID)
+		}
+	}
+	for _, c := range low {
+		if len(out) == n {
+			break
+		}
+		if isLow[c.UID] != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// trimRound removes from pending the claims written and those that have no low-priority change
+// left (granted, ended, gone), and returns how many remain.
+func trimRound(pending map[types.UID]bool, low, written []*locksv1alpha1.LockClaim) int {
+	stillLow := map[types.UID]bool{}
+	for _, c := range low {
+		stillLow[c.UID] = true
+	}
+	for _, c := range written {
+		delete(stillLow, c.UID)
+	}
+	for uid := range pending {
+		if !stillLow[uid] {
+			delete(pending, uid)
+		}
+	}
+	return len(pending)
 }

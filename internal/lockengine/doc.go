@@ -17,16 +17,16 @@ limitations under the License.
 // Package lockengine is the per-lock pass: the one writer of each DistributedLock and of its
 // claims' status (DESIGN.md §3, "One writer per lock").
 //
-// A pass (Reconciler.Reconcile, reconciler.go) loads what it works from (load.go: the lock, its
-// claims, their pods and heartbeat Leases from the cache, the backend session and the key
-// ledger's verdict), then runs its steps in order:
+// A pass (Reconciler.Reconcile, reconciler.go) loads what it works from into its scope (scope.go:
+// the lock, its claims, their pods and heartbeat Leases from the cache, the backend session and
+// the key ledger's verdict), then runs its steps in order:
 //
 //  1. endHolds (holds.go): which claims of the lock record go on holding, which let go and how
 //     (decide.go's holderEnding), the backend release once no claim shares a hold, resuming a
 //     hold after a leader change;
 //  2. serveQueue (queue.go): waits that are over, claims that join a hold (reentrancy), claims
 //     whose holder does not exist yet (they wait aside), and the one backend acquire for the head
-//     of the queue (grants.go's planGrants says how many may be tried);
+//     of the queue (decide.go's planGrants says how many may be tried);
 //  3. refreshHolds, decideLowPriority (holds.go, lowpriority.go): which status changes are due;
 //  4. writeLock (write.go): the lock record, by a compare-and-swap that is also where fencing
 //     tokens come from; a backend hold the pass took and could not record is given back
@@ -34,9 +34,14 @@ limitations under the License.
 //  5. writeClaims, finishDeletes (write.go): the claims, the ended holds first and the new
 //     holders next; then the lock's own finalizer.
 //
-// Decisions are pure functions with table tests (decide.go, grants.go, status.go, events.go);
-// steps are tested one by one against a fake client, backends/fake and a real Renewer
-// (steps_*_test.go); the controller suite runs the whole engine against a real API server.
+// Decisions are pure functions with table tests (decide.go); the deliberate bugs of mutation
+// testing enter through the seams of seams.go, never as branches in them. Steps are tested one
+// by one against a fake client, backends/fake and a real Renewer (steps_*_test.go); the
+// controller suite runs the whole engine against a real API server.
+//
+// A grant goes through five files: reconciler.go (the pass), scope.go (what it read), queue.go
+// (the backend acquire), decide.go (who is granted, what the claims say) and write.go (the lock
+// record, then the claims).
 //
 // What outlives a pass, and why: the Renewer (package renewal) renews held locks in batches;
 // the refresh lane (refresh.go) keeps held claims' status.expireTime ahead of now without waiting

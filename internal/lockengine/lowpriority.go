@@ -22,8 +22,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-
-	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // This file holds back the status changes no client waits for (queue positions, the waiting
@@ -84,77 +82,4 @@ func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) error {
 	}
 	s.wait = soonest(s.wait, wait)
 	return nil
-}
-
-// lowChunk picks the claims of low (those with low-priority changes) that this pass writes: the
-// first lowPriorityBatch of the round under way, in queue order.
-func (r *Reconciler) lowChunk(s *lockScope, low []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
-	if len(s.lowPending) == 0 {
-		return nil
-	}
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
-	return pickLowBatch(s.waiters, low, s.lowPending, lowPriorityBatch)
-}
-
-// lowChunkDone takes the claims written and those that no longer need a write out of the round,
-// and asks for the next pass soon if the round is not done.
-func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.LockClaim) {
-	if len(s.lowPending) == 0 {
-		return
-	}
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
-	left := trimRound(s.lowPending, low, written)
-	if left > 0 {
-		s.wait = soonest(s.wait, lowPriorityNext)
-	}
-}
-
-// pickLowBatch returns up to n claims of low that are pending, in the order of queue (claims not
-// in the queue last).
-func pickLowBatch(queue, low []*locksv1alpha1.LockClaim, pending map[types.UID]bool, n int) []*locksv1alpha1.LockClaim {
-	isLow := map[types.UID]*locksv1alpha1.LockClaim{}
-	for _, c := range low {
-		if pending[c.UID] {
-			isLow[c.UID] = c
-		}
-	}
-	var out []*locksv1alpha1.LockClaim
-	for _, c := range queue {
-		if len(out) == n {
-			return out
-		}
-		if isLow[c.UID] != nil {
-			out = append(out, c)
-			delete(isLow, c.UID)
-		}
-	}
-	for _, c := range low {
-		if len(out) == n {
-			break
-		}
-		if isLow[c.UID] != nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// trimRound removes from pending the claims written and those that have no low-priority change
-// left (granted, ended, gone), and returns how many remain.
-func trimRound(pending map[types.UID]bool, low, written []*locksv1alpha1.LockClaim) int {
-	stillLow := map[types.UID]bool{}
-	for _, c := range low {
-		stillLow[c.UID] = true
-	}
-	for _, c := range written {
-		delete(stillLow, c.UID)
-	}
-	for uid := range pending {
-		if !stillLow[uid] {
-			delete(pending, uid)
-		}
-	}
-	return len(pending)
 }

@@ -76,7 +76,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 		v = s.judgeHeartbeat(c, v)
 		switch {
 		case v.end != nil:
-			r.endClaim(s, c, v.end)
+			endWait(c, v.end, s.now)
 		case v.missing != nil:
 			m := *v.missing
 			m.created = c.CreationTimestamp.Time
@@ -278,7 +278,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 		c := q.claim
 		if deadline, ok := waitDeadline(c); ok {
 			if !s.now.Before(deadline) {
-				r.endClaim(s, c, timedOutEnding(*c.Spec.WaitTimeoutSeconds))
+				endWait(c, timedOutEnding(*c.Spec.WaitTimeoutSeconds), s.now)
 				continue
 			}
 			s.wait = soonest(s.wait, deadline.Sub(s.now))
@@ -301,14 +301,14 @@ func (r *Reconciler) markAside(s *lockScope, asides []aside) {
 		c := a.claim
 		if deadline, ok := waitDeadline(c); ok {
 			if !s.now.Before(deadline) {
-				r.endClaim(s, c, timedOutEnding(*c.Spec.WaitTimeoutSeconds))
+				endWait(c, timedOutEnding(*c.Spec.WaitTimeoutSeconds), s.now)
 				continue
 			}
 			s.wait = soonest(s.wait, deadline.Sub(s.now))
 		}
 		end, message, wait := judgeMissingHolder(a.missing, s.now)
 		if end != nil {
-			r.endClaim(s, c, end)
+			endWait(c, end, s.now)
 			continue
 		}
 		s.wait = soonest(s.wait, wait)

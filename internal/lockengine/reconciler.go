@@ -267,3 +267,8 @@ func (r *Reconciler) locksOfBackend(ctx context.Context, o client.Object) []ctrl
 	}
 	return reqs
 }
+
+// locksOfLease maps a heartbeat Lease to the locks of the claims that name it.
+func (r *Reconciler) locksOfLease(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.locksOfClaimsNaming(ctx, o, indexClaimLease)
+}

@@ -35,7 +35,8 @@ import (
 )
 
 // This file is the writing half of a pass: the lock record first (one compare-and-swap carrying
-// release, grant and token), then the claims (the new holder first), then finalizers.
+// release, grant and token), then the claims (the new holder first, then a batch of the held-back
+// low-priority changes), their transition events, then finalizers.
 
 // writeLock writes the lock record if the pass changed it: by a compare-and-swap on the
 // resourceVersion it read, which is also where a new grant's fencing token comes from. Once the
@@ -250,4 +251,45 @@ func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) error {
 	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)
 	r.written.forget(s.lock.UID)
 	return client.IgnoreNotFound(r.Update(ctx, s.lock))
+}
+
+// recordTransition emits the event of claim's new phase, if it deserves one.
+func (r *Reconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
+	if eventType, reason, message, ok := transitionEvent(&claim.Status); ok {
+		r.Recorder.Eventf(claim, nil, eventType, reason, string(claim.Status.Phase), "%s", message)
+	}
+}
+
+// lowChunk picks the claims of low (those with low-priority changes) that this pass writes: the
+// first lowPriorityBatch of the round under way, in queue order.
+func (r *Reconciler) lowChunk(s *lockScope, low []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
+	if len(s.lowPending) == 0 {
+		return nil
+	}
+	r.lowMu.Lock()
+	defer r.lowMu.Unlock()
+	return pickLowBatch(s.waiters, low, s.lowPending, lowPriorityBatch)
+}
+
+// lowChunkDone takes the claims written and those that no longer need a write out of the round,
+// and asks for the next pass soon if the round is not done.
+func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.LockClaim) {
+	if len(s.lowPending) == 0 {
+		return
+	}
+	r.lowMu.Lock()
+	defer r.lowMu.Unlock()
+	left := trimRound(s.lowPending, low, written)
+	if left > 0 {
+		s.wait = soonest(s.wait, lowPriorityNext)
+	}
+}
+
+// removeFinalizer lets a deleted claim go.
+func (r *Reconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
+	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
+		return nil
+	}
+	r.written.forget(c.UID)
+	return client.IgnoreNotFound(r.Update(ctx, c))
 }

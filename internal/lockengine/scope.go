@@ -1,0 +1,572 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/backends"
+	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/heartbeat"
+	"github.com/lockwarden/lockwarden/internal/identity"
+	"github.com/lockwarden/lockwarden/internal/keyledger"
+	"github.com/lockwarden/lockwarden/internal/podliveness"
+	"github.com/lockwarden/lockwarden/internal/renewal"
+)
+
+// This file is the scope of a pass (what it read, decided and will write), the questions the
+// steps ask of it (whose identity, which record entry, which hold, which pod or heartbeat
+// verdict), and, under Reading, how a pass fills it: the lock, claims, pods and heartbeat Leases
+// from the cache (the Lease cache holds only Leases with the heartbeat label, CacheOptions), the
+// backend, and the key ledger's word on who owns the lock's key.
+
+// lockScope is one pass of a lock: what it read, what it decided, and what it will write. The
+// three parts are embedded, so that steps name their fields directly; each field says which part
+// it belongs to and who sets it.
+type lockScope struct {
+	// name names the lock.
+	name types.NamespacedName
+	// now is the time of the pass, read once by readLock.
+	now time.Time
+
+	passRead
+	passDecided
+	passWrites
+}
+
+// passRead is what a pass read (load): from the cache, the backend resolver and the key ledger.
+// Nothing in it changes after load.
+type passRead struct {
+	// readLock is the lock as read: the base of the status write and its precondition; nil when
+	// the lock does not exist.
+	readLock *locksv1alpha1.DistributedLock
+	// read holds each claim as read, by UID: the base of its status patch. writeClaim moves it on
+	// as claims are written; readMu guards it while they are written in parallel.
+	read   map[types.UID]*locksv1alpha1.LockClaim
+	readMu sync.Mutex
+	// pods are the holder pods of pod claims that exist, by name.
+	pods map[string]*corev1.Pod
+	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
+	heartbeats map[string]heartbeat.Verdict
+	// backend is the lock's backend session; nil when it cannot be used now.
+	backend backends.Backend
+	// backendName names the lock's LockBackend.
+	backendName string
+	// store is the identity of the store the LockBackend reaches (registry.StoreOf): the key
+	// ledger's key, shared by every LockBackend of the store.
+	store string
+	// unusable says why the backend cannot be used now; nil when it can.
+	unusable *registry.UnusableError
+	// conflict says which lock took this lock's backend key first; nil when this lock owns it.
+	// The lock then grants nothing (holds it already has go on until they end).
+	conflict *registry.UnusableError
+	// keyTaken says the key passed to this lock in this pass: it grants in the next one.
+	keyTaken bool
+	// key is the lock's backend key and ttl its lease duration.
+	key string
+	ttl time.Duration
+}
+
+// passDecided is what the steps decided, in the order they run.
+type passDecided struct {
+	// holders are the claims that share the recorded hold once the pass has decided (endHolds,
+	// then serveQueue's grants and joins).
+	holders []*locksv1alpha1.LockClaim
+	// waiters are the claims still queued, in FIFO order (serveQueue).
+	waiters []*locksv1alpha1.LockClaim
+	// grants are the claims the pass granted the lock to, in queue order, with their backend
+	// holds (tryGrant); writeLock records them, else Reconcile gives the holds back.
+	grants []grant
+	// writeLow says whether the lock's low-priority status (the waiting count) is written in
+	// this pass, which starts a round of low-priority claim writes (decideLowPriority).
+	writeLow bool
+	// lowPending are the claims the lock's round of low-priority writes has still to write
+	// (guarded by lowMu); nil when no round is under way.
+	lowPending map[types.UID]bool
+	// wait is when to look again (0: only on an event): the soonest any step asked for.
+	wait time.Duration
+	// retryErr is an error to return once the pass has written what it decided, so that the
+	// work queue retries with backoff (a backend that failed).
+	retryErr error
+}
+
+// passWrites is what the pass will write: the lock and its claims as read, changed in place by
+// the steps (conditions, holders, tokens, phases); the write steps compare them with passRead's
+// copies and write the differences.
+type passWrites struct {
+	// lock is the lock under reconcile; nil when it does not exist.
+	lock *locksv1alpha1.DistributedLock
+	// claims are every claim of the lock, in queue order.
+	claims []*locksv1alpha1.LockClaim
+}
+
+// grant is one claim granted in a pass and the backend hold taken for it.
+type grant struct {
+	claim *locksv1alpha1.LockClaim
+	lease backends.Lease
+	// record is the index of the entry the grant added to the lock record's holders; writeLock
+	// sets its token.
+	record int
+}
+
+// maxHolders is the lock's number of places.
+func (s *lockScope) maxHolders() int32 {
+	return max(s.lock.Spec.MaxHolders, 1)
+}
+
+// identityOf is the identity claim c holds or asks the backend for: spec.holder.identity, else
+// its pod's UID, else its own UID.
+func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
+	if isHeld(c) && c.Status.HolderIdentity != "" {
+		return c.Status.HolderIdentity
+	}
+	h := c.Spec.Holder
+	switch {
+	case h != nil && h.Identity != "":
+		return h.Identity
+	case h != nil && h.PodName != "" && c.Status.PodUID != "":
+		return string(c.Status.PodUID)
+	case h != nil && h.PodName != "" && s.pods[h.PodName] != nil:
+		return string(s.pods[h.PodName].UID)
+	}
+	return string(c.UID)
+}
+
+// grantedIdentity says whether the pass granted a place to identity already.
+func (s *lockScope) grantedIdentity(id string) bool {
+	for _, g := range s.grants {
+		if s.lock.Status.Holders[g.record].Identity == id {
+			return true
+		}
+	}
+	return false
+}
+
+// claimMode is how claim c would hold the lock.
+func (s *lockScope) claimMode(c *locksv1alpha1.LockClaim) grantMode {
+	return effectiveMode(c.Spec.Mode == locksv1alpha1.LockModeExclusive, s.maxHolders())
+}
+
+// waiterSlots describes the queue to planGrants.
+func (s *lockScope) waiterSlots(queue []*queued) []waiterSlot {
+	slots := make([]waiterSlot, len(queue))
+	for i, q := range queue {
+		slots[i] = waiterSlot{mode: s.claimMode(q.claim), identity: s.identityOf(q.claim)}
+	}
+	return slots
+}
+
+// holdSlots describes the lock's current holds to planGrants.
+func (s *lockScope) holdSlots() []holdSlot {
+	slots := make([]holdSlot, len(s.lock.Status.Holders))
+	for i, rec := range s.lock.Status.Holders {
+		mode := grantExclusive
+		if recordShared(&rec) {
+			mode = grantShared
+		}
+		slots[i] = holdSlot{mode: mode, identity: rec.Identity}
+	}
+	return slots
+}
+
+// lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
+func (s *lockScope) lockDelayed() bool {
+	var until *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		until = &t.Time
+	}
+	wait := seams.grantDelay(until, s.now)
+	s.wait = soonest(s.wait, wait)
+	return wait > 0
+}
+
+// sharesRecord says whether claim c is part of the lock's recorded hold: the claim it names, or a
+// held claim of the same identity with the same token (reentrancy).
+func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) bool {
+	if rec == nil || isFinal(c.Status.Phase) {
+		return false
+	}
+	if isHeld(c) {
+		return c.Status.HolderIdentity == rec.Identity && c.Status.FencingToken == rec.FencingToken
+	}
+	return c.Name == rec.Claim
+}
+
+// podVerdict is the liveness of c's holder pod, or of its heartbeat Lease; Alive for a detached
+// claim without one.
+func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
+	h := c.Spec.Holder
+	if h != nil && h.LeaseName != "" {
+		return s.heartbeatVerdict(c)
+	}
+	if h == nil || h.PodName == "" {
+		return podliveness.Verdict{Alive: true}
+	}
+	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
+}
+
+// deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
+// by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
+// foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
+func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
+	h := c.Spec.Holder
+	if h == nil || h.PodName == "" {
+		return false
+	}
+	pod := s.pods[h.PodName]
+	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
+		return false
+	}
+	owner := metav1.GetControllerOf(c)
+	return owner != nil && owner.UID == pod.UID
+}
+
+// holdKey names the hold of identity (a claim's holder identity) on the lock's key.
+func (s *lockScope) holdKey(identity string) renewal.HoldKey {
+	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
+}
+
+// backendIdentity is the value on the backend of identity's hold of this lock: the one the lock
+// record names when identity holds it, else the value a grant writes (package identity). A
+// record without one was granted before values were derived: the backend then holds identity
+// itself.
+func (s *lockScope) backendIdentity(id string) string {
+	if rec := s.recordOf(id); rec != nil {
+		return recordBackendIdentity(rec)
+	}
+	return identity.OnBackend(s.lock.UID, id)
+}
+
+// recordOf returns the lock record's entry of identity's hold; nil when it holds nothing.
+func (s *lockScope) recordOf(id string) *locksv1alpha1.LockHolder {
+	for i := range s.lock.Status.Holders {
+		if rec := &s.lock.Status.Holders[i]; rec.Identity == id {
+			return rec
+		}
+	}
+	return nil
+}
+
+// recordBackendIdentity is the value on the backend of the hold rec records.
+func recordBackendIdentity(rec *locksv1alpha1.LockHolder) string {
+	if rec.BackendIdentity != "" {
+		return rec.BackendIdentity
+	}
+	return rec.Identity
+}
+
+// recordIndex is the index of the lock record's entry that claim c is part of; -1 for none.
+func recordIndex(recs []locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) int {
+	for i := range recs {
+		if sharesRecord(&recs[i], c) {
+			return i
+		}
+	}
+	return -1
+}
+
+// recordShared says whether a record entry is one place of a shared lock (entries written before
+// locks had places are exclusive).
+func recordShared(rec *locksv1alpha1.LockHolder) bool {
+	return rec.Mode == locksv1alpha1.LockModeShared
+}
+
+// startLockDelay holds back the next grant for the lock's lockDelaySeconds from now: the hold
+// just ended without a release, and its holder may still be running.
+func (s *lockScope) startLockDelay() {
+	var current *time.Time
+	if t := s.lock.Status.LockDelayUntil; t != nil {
+		current = &t.Time
+	}
+	if end := lockDelayEnd(s.lock.Spec.LockDelaySeconds, current, s.now); end != nil {
+		s.lock.Status.LockDelayUntil = micro(*end)
+	}
+}
+
+// heartbeatVerdict is the liveness of the holder of detached claim c with a heartbeat Lease: a
+// Lease that expired, was deleted, or is missing while the claim holds ends the hold like a dead
+// pod.
+func (s *lockScope) heartbeatVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
+	v, ok := s.heartbeats[c.Spec.Holder.LeaseName]
+	switch {
+	case !ok || v.State == heartbeat.Alive:
+		return podliveness.Verdict{Alive: true}
+	case v.State == heartbeat.Missing:
+		// A holder's Lease that this process never saw: it was deleted before a restart of the
+		// controller, or lost its label.
+		return podliveness.Verdict{Reason: fmt.Sprintf("heartbeat Lease %s in namespace %s was deleted", c.Spec.Holder.LeaseName, c.Namespace)}
+	}
+	return podliveness.Verdict{Reason: v.Reason}
+}
+
+// Reading. What a pass works from: the lock, its claims, their pods and heartbeat Leases from the
+// cache, the lock's backend, and the key ledger's word on who owns its key.
+
+// load reads what a pass works from: the lock, its claims and their pods from the cache, and the
+// lock's backend. It returns nil, without error, when the cache lags this process's own last
+// write of the lock or of a claim.
+func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
+	s, err := r.readLock(ctx, name)
+	if s == nil || err != nil {
+		return nil, err
+	}
+	s.pods = map[string]*corev1.Pod{}
+	fresh, err := r.readClaims(ctx, s, func(c *locksv1alpha1.LockClaim) error {
+		s.claims = append(s.claims, c)
+		if h := c.Spec.Holder; h != nil && h.PodName != "" {
+			if err := r.loadPod(ctx, s, h.PodName); err != nil {
+				return err
+			}
+		}
+		return r.loadHeartbeat(ctx, s, c)
+	})
+	if !fresh || err != nil {
+		return nil, err
+	}
+	s.claims = fifo(s.claims)
+	if s.lock == nil {
+		return s, nil
+	}
+	if s.unusable, err = r.readBackend(ctx, s); err != nil {
+		return nil, err
+	}
+	if s.lock.DeletionTimestamp.IsZero() {
+		if s.conflict, err = r.takeKey(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// readLock starts the scope of a pass of lock name at now, with the lock from the cache (s.lock
+// nil when it does not exist). It returns nil, without error, when the cache lags this process's
+// own last write of the lock.
+func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
+	s := &lockScope{name: name, now: r.Clock.Now()}
+	s.read = map[types.UID]*locksv1alpha1.LockClaim{}
+	lock := &locksv1alpha1.DistributedLock{}
+	switch err := r.Get(ctx, name, lock); {
+	case apierrors.IsNotFound(err):
+		return s, nil
+	case err != nil:
+		return nil, err
+	case r.written.behind(lock):
+		return nil, nil
+	}
+	s.lock, s.readLock = lock, lock.DeepCopy()
+	// A lock last written before shared locks records its holder in status.holder: the pass
+	// moves it into status.holders, and its write clears the old field.
+	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil
+	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
+	return s, nil
+}
+
+// readClaims reads the lock's claims from the cache into s.read and hands each to take. fresh is
+// false when the cache lags this process's own last write of one of them.
+func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*locksv1alpha1.LockClaim) error) (fresh bool, err error) {
+	list := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(s.name.Namespace), client.MatchingFields{indexClaimLock: s.name.Name}); err != nil {
+		return false, err
+	}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if r.written.behind(c) {
+			return false, nil
+		}
+		s.read[c.UID] = c.DeepCopy()
+		if err := take(c); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// readBackend resolves the lock's backend into the scope: its session (nil when it cannot be
+// used now, and then the returned *UnusableError says why), name, store and the lock's key on it.
+// Other errors are transient API errors.
+func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
+	use, err := r.Backends.ForLock(ctx, s.lock)
+	s.backendName, s.store, s.key = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy)
+	var unusable *registry.UnusableError
+	switch {
+	case errors.As(err, &unusable):
+		return unusable, nil
+	case err != nil:
+		return nil, err
+	}
+	s.backend = use.Session
+	return nil, nil
+}
+
+func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) error {
+	if _, ok := s.pods[name]; ok {
+		return nil
+	}
+	pod := &corev1.Pod{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: s.name.Namespace, Name: name}, pod); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.pods[name] = pod
+	return nil
+}
+
+// loadHeartbeat reads the heartbeat Lease that claim c names, from the cache, and records its
+// verdict in the scope. A live heartbeat wakes the lock when it would expire, so that a claimant
+// that stopped renewing is released without waiting for any event.
+func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	h := c.Spec.Holder
+	if h == nil || h.LeaseName == "" || isFinal(c.Status.Phase) {
+		return nil
+	}
+	if _, ok := s.heartbeats[h.LeaseName]; ok {
+		return nil
+	}
+	name := types.NamespacedName{Namespace: c.Namespace, Name: h.LeaseName}
+	lease := &coordinationv1.Lease{}
+	switch err := r.Get(ctx, name, lease); {
+	case apierrors.IsNotFound(err):
+		lease = nil
+	case err != nil:
+		return err
+	}
+	v := r.heartbeats.Observe(name, lease, s.now)
+	if s.heartbeats == nil {
+		s.heartbeats = map[string]heartbeat.Verdict{}
+	}
+	s.heartbeats[h.LeaseName] = v
+	if v.State == heartbeat.Alive {
+		s.wait = soonest(s.wait, v.ExpireAt.Sub(s.now))
+	}
+	return nil
+}
+
+// judgeHeartbeat adds to a waiting claim's verdict what its heartbeat Lease says: a claimant
+// that stopped renewing (or deleted its Lease) while it waited will never use the lock, so its
+// wait ends as a dead pod's does; a claim whose Lease is not there yet waits aside, ungranted.
+func (s *lockScope) judgeHeartbeat(c *locksv1alpha1.LockClaim, v waiterVerdict) waiterVerdict {
+	h := c.Spec.Holder
+	if v.end != nil || h == nil || h.LeaseName == "" {
+		return v
+	}
+	hb, ok := s.heartbeats[h.LeaseName]
+	switch {
+	case !ok || hb.State == heartbeat.Alive:
+	case hb.State == heartbeat.Missing:
+		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
+			"Heartbeat Lease %s does not exist in namespace %s, or lacks the label %s: \"true\"", h.LeaseName, c.Namespace, locksv1alpha1.HeartbeatLabel)}
+	case hb.State == heartbeat.Invalid:
+		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
+			"Heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds", h.LeaseName, c.Namespace)}
+	default:
+		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated, message: "The holder will never get the lock: " + hb.Reason}
+	}
+	return v
+}
+
+// takeKey makes the lock the owner of its key in its store in the key ledger, or says which lock
+// took it first, through whichever LockBackend of the store. When the key passes to this lock
+// now, the pass grants nothing and writes the lock (its last token moves up by one): the next
+// pass's grant is then preconditioned on a resourceVersion above every write of the key's earlier
+// owners, so that its token is above theirs (package fencing).
+func (r *Reconciler) takeKey(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
+	self := ownerOf(s.lock)
+	owner, taken, err := r.Keys.Take(ctx, ledgerKey(s), self)
+	switch {
+	case err != nil:
+		return nil, err
+	case owner.UID != self.UID:
+		// The owner's deletion wakes this lock (keyledger); an owner deleted with its finalizer
+		// removed by hand does not, hence the look now and then.
+		s.wait = soonest(s.wait, keyConflictRetry)
+		return keyConflict(s.lock, owner, s.backendName), nil
+	case taken:
+		s.keyTaken = true
+		s.lock.Status.FencingToken++
+		s.wait = soonest(s.wait, keyTakenRetry)
+	}
+	return nil, nil
+}
+
+// keyConflictRetry is how often a lock whose key another lock owns looks whether it is free.
+const keyConflictRetry = 30 * time.Second
+
+// keyTakenRetry is how soon the pass after a key was taken looks again, should the watch event
+// of its own write not come first.
+const keyTakenRetry = 100 * time.Millisecond
+
+// keyConflict says which lock took lock's key first: by name within the namespace, and only as
+// "another lock" across namespaces, which a namespace user is not told about. It names this
+// lock's backend, not the store (an address) nor the other lock's backend.
+func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, backend string) *registry.UnusableError {
+	other := "Another DistributedLock"
+	if owner.Namespace == lock.Namespace {
+		other = "DistributedLock " + owner.Name
+	}
+	return &registry.UnusableError{Reason: locksv1alpha1.ReasonKeyConflict, Message: fmt.Sprintf(
+		"%s resolves to the same key in the store of backend %s and took it first; this lock grants nothing until that lock is deleted (give this one another spec.key)",
+		other, backend)}
+}
+
+// ledgerKey is the pass's key in its store, as the key ledger records it.
+func ledgerKey(s *lockScope) keyledger.Key {
+	return keyledger.Key{Store: s.store, Backend: s.backendName, Name: s.key}
+}
+
+// ownerOf is lock as a key ledger owner.
+func ownerOf(lock *locksv1alpha1.DistributedLock) keyledger.Owner {
+	return keyledger.Owner{Namespace: lock.Namespace, Name: lock.Name, UID: lock.UID}
+}
+
+// lockAlive tells the key ledger whether the lock that owns a key still exists. The cache
+// answers when it has the lock; a lock it lacks is looked up on the API server, since a cache
+// behind (this process's, or a replica's just elected) must not let a live owner's key be taken.
+func lockAlive(cached, live client.Reader) keyledger.Alive {
+	return func(ctx context.Context, owner keyledger.Owner) (bool, error) {
+		key := client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}
+		lock := &locksv1alpha1.DistributedLock{}
+		err := cached.Get(ctx, key, lock)
+		if err == nil && lock.UID == owner.UID {
+			return true, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		switch err := live.Get(ctx, key, lock); {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return lock.UID == owner.UID, nil
+	}
+}
