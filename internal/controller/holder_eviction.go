@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -191,14 +192,27 @@ func (e podEvictions) evict(ctx context.Context, pod *corev1.Pod, uid types.UID)
 		MaxRetries(0).SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
 }
 
-// setEvicted writes the Evicted condition on the claim, and an event when it changed.
+// setEvicted writes the Evicted condition on the claim, and an event when it changed. The
+// eviction it reports has happened (or was refused) and will not be tried again once the pod is
+// going, so a write that loses a race with another writer of the claim is not left to the next
+// reconcile, which would find the pod gone and record nothing: it reads the claim again and
+// retries, with a resourceVersion precondition each time, until its cache has caught up.
 func (r *HolderEvictionReconciler) setEvicted(ctx context.Context, claim *locksv1alpha1.LockClaim, cond metav1.Condition) error {
-	before := claim.DeepCopy()
-	cond.ObservedGeneration = claim.Generation
-	if !meta.SetStatusCondition(&claim.Status.Conditions, cond) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if changed { // a retry: the claim changed since the last read
+			if err := r.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+				return err
+			}
+		}
+		before := claim.DeepCopy()
+		cond.ObservedGeneration = claim.Generation
+		if changed = meta.SetStatusCondition(&claim.Status.Conditions, cond); !changed {
+			return nil
+		}
+		return r.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil || !changed {
 		return client.IgnoreNotFound(err)
 	}
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, cond.Reason, "Evict", "%s", cond.Message)

@@ -17,14 +17,21 @@ limitations under the License.
 package controller
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -99,5 +106,47 @@ func TestEvictionOutcome(t *testing.T) {
 		if cond.Status != c.wantStatus || cond.Reason != c.wantReason || result != c.wantResult || retry != c.wantRetry || cond.Message != c.wantMsg {
 			t.Errorf("%s: got %+v %q %v, want %s/%s %q %v %q", c.name, cond, result, retry, c.wantStatus, c.wantReason, c.wantResult, c.wantRetry, c.wantMsg)
 		}
+	}
+}
+
+// An eviction that happened must be recorded even when the claim's status write loses a race
+// with another writer: the next reconcile would find the pod going and record nothing (the e2e
+// suite once saw HolderEvicted missing so). setEvicted reads the claim again and retries.
+func TestSetEvictedRetriesAConflict(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := locksv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-0-db"},
+		Spec:   locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}},
+		Status: locksv1alpha1.LockClaimStatus{Phase: locksv1alpha1.ClaimLost}}
+	refusals := 1
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim).WithStatusSubresource(claim).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if refusals > 0 {
+				refusals--
+				return apierrors.NewConflict(schema.GroupResource{Resource: "lockclaims"}, obj.GetName(), errors.New("the object has been modified"))
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	recorder := events.NewFakeRecorder(10)
+	r := &HolderEvictionReconciler{Client: c, Recorder: recorder}
+	current := &locksv1alpha1.LockClaim{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(claim), current); err != nil {
+		t.Fatal(err)
+	}
+	cond, _, _ := evictionOutcome("web-0", nil)
+	if err := r.setEvicted(t.Context(), current, cond); err != nil {
+		t.Fatalf("setEvicted: %v", err)
+	}
+	after := &locksv1alpha1.LockClaim{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(claim), after); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(after.Status.Conditions, locksv1alpha1.ConditionEvicted) {
+		t.Fatalf("conditions %+v after a conflict and a retry, want Evicted=True", after.Status.Conditions)
+	}
+	if len(recorder.Events) != 1 {
+		t.Fatalf("%d events, want one HolderEvicted", len(recorder.Events))
 	}
 }
