@@ -101,6 +101,19 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 	return &stepEnv{t: t, client: c, store: store, clock: clk, r: r, recorder: recorder}
 }
 
+// restart replaces the reconciler with a new one on the same API objects and the same store,
+// through a new backend session, as a restarted controller or a new leader would be: no Renewer
+// state, no in-process stores.
+func (e *stepEnv) restart() {
+	old := e.r
+	resolver := &registry.Resolver{Client: e.client, Registry: registry.New(e.store.NewSession())}
+	r := &Reconciler{Client: e.client, Backends: resolver, Recorder: e.recorder, Metrics: old.Metrics, Clock: e.clock,
+		Keys: keyledger.New(e.client, e.client, "lockwarden-system", lockAlive(e.client, e.client))}
+	r.Renewer = renewal.New(resolver.ByName, r.NotifyLost, renewal.WithClock(e.clock))
+	r.prepare()
+	e.r = r
+}
+
 // ctx is the context of the env's calls.
 func (e *stepEnv) ctx() context.Context {
 	return ctrl.LoggerInto(context.Background(), ctrl.Log.WithName("steps"))
