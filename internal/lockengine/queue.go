@@ -269,6 +269,21 @@ func (r *Reconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *loc
 	return false
 }
 
+// waitOver ends the wait of c if its waitTimeoutSeconds has run out, and says whether it did;
+// otherwise the pass looks again at that deadline.
+func (s *lockScope) waitOver(c *locksv1alpha1.LockClaim) bool {
+	deadline, ok := waitDeadline(c)
+	switch {
+	case !ok:
+		return false
+	case !s.now.Before(deadline):
+		endWait(c, timedOutEnding(*c.Spec.WaitTimeoutSeconds), s.now)
+		return true
+	}
+	s.wait = soonest(s.wait, deadline.Sub(s.now))
+	return false
+}
+
 // markQueue sets the status of the claims that go on waiting, ends those whose wait is over, and
 // says when the next deadline is.
 func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
@@ -276,12 +291,8 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 	var position int32
 	for _, q := range queue {
 		c := q.claim
-		if deadline, ok := waitDeadline(c); ok {
-			if !s.now.Before(deadline) {
-				endWait(c, timedOutEnding(*c.Spec.WaitTimeoutSeconds), s.now)
-				continue
-			}
-			s.wait = soonest(s.wait, deadline.Sub(s.now))
+		if s.waitOver(c) {
+			continue
 		}
 		position++
 		if !q.tried { // a claim the pass tried the backend for says how that went
@@ -299,12 +310,8 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 func (r *Reconciler) markAside(s *lockScope, asides []aside) {
 	for _, a := range asides {
 		c := a.claim
-		if deadline, ok := waitDeadline(c); ok {
-			if !s.now.Before(deadline) {
-				endWait(c, timedOutEnding(*c.Spec.WaitTimeoutSeconds), s.now)
-				continue
-			}
-			s.wait = soonest(s.wait, deadline.Sub(s.now))
+		if s.waitOver(c) {
+			continue
 		}
 		end, message, wait := judgeMissingHolder(a.missing, s.now)
 		if end != nil {
@@ -316,6 +323,8 @@ func (r *Reconciler) markAside(s *lockScope, asides []aside) {
 	}
 }
 
+// waitDeadline is when claim c stops waiting (waitTimeoutSeconds after its creation); false when
+// it waits for ever.
 func waitDeadline(c *locksv1alpha1.LockClaim) (time.Time, bool) {
 	if c.Spec.WaitTimeoutSeconds == nil {
 		return time.Time{}, false
