@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
@@ -61,6 +62,10 @@ type PodLockReconciler struct {
 	// Guard, when set, vetoes lifting a gate once this process has stalled (leaderguard): a
 	// deposed leader's stale cache must not let a pod start.
 	Guard *leaderguard.Guard
+
+	// APIReader reads from the API server, not the cache: a claim missing from the cache is
+	// confirmed gone there before its pod is told it lost it (nil: the client).
+	APIReader client.Reader
 
 	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
 	evictions podEvictions
@@ -99,6 +104,9 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case err != nil:
 		return ctrl.Result{}, err
 	case claim == nil && heldBefore(pod):
+		if gone, err := r.claimGone(ctx, pod.Namespace, name); !gone || err != nil {
+			return ctrl.Result{}, err // the claim's own event brings the cache up to date
+		}
 		return r.claimLost(ctx, pod, lockName, name)
 	case claim == nil:
 		if claim, err = r.createClaim(ctx, pod, lockName, name); err != nil || claim == nil {
@@ -151,6 +159,22 @@ func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name 
 func heldBefore(pod *corev1.Pod) bool {
 	_, ok := pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation]
 	return ok
+}
+
+// claimGone confirms on the API server that the claim called name, missing from the cache, is
+// gone: the claim and pod caches are fed by separate watches, and a pod that carries its token
+// while the cache does not show its claim yet (just after a restart, say) must not be told it lost
+// the lock, let alone be evicted. A list by name, since the controller lists claims and never gets
+// them.
+func (r *PodLockReconciler) claimGone(ctx context.Context, namespace, name string) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	list := &locksv1alpha1.LockClaimList{}
+	err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingFieldsSelector{
+		Selector: fields.OneTermEqualSelector("metadata.name", name)})
+	return err == nil && len(list.Items) == 0, err
 }
 
 // claimLost answers a pod that held its lock and whose claim was deleted while it ran: the pod
