@@ -45,6 +45,15 @@ const (
 	PodFencingTokenAnnotation = "locks.lockwarden.io/fencing-token"
 	// PodHolderAnnotation carries the holder identity of the pod's claim once it holds the lock.
 	PodHolderAnnotation = "locks.lockwarden.io/holder"
+	// PodLockWaitAnnotation, beside PodLockAnnotation, says how the pod waits for its lock:
+	// PodLockWaitGated (the default when absent) or PodLockWaitStandby. Any other value gets a
+	// Warning event InvalidLockWaitAnnotation on the pod, which then waits as Gated (the admission
+	// policy gates every annotated pod that does not ask for Standby).
+	PodLockWaitAnnotation = "locks.lockwarden.io/lock-wait"
+	// PodRoleLabel follows the hold on every pod with PodLockAnnotation: PodRoleHolder on the
+	// pods whose claim holds the lock (and that are not terminating), PodRoleStandby on the
+	// others. A Service that selects it sends traffic only to the holders.
+	PodRoleLabel = "locks.lockwarden.io/role"
 	// PodClaimLabel on a LockClaim created from a pod annotation names that pod.
 	PodClaimLabel = "locks.lockwarden.io/pod"
 
@@ -52,6 +61,25 @@ const (
 	// spec.holder.leaseName may name. The controller caches and watches only Leases with it, so
 	// that the cluster's other Leases (node heartbeats renew every 10 s) cost it nothing.
 	HeartbeatLabel = "locks.lockwarden.io/heartbeat"
+)
+
+// How an annotated pod waits for its lock (PodLockWaitAnnotation).
+const (
+	// PodLockWaitGated: the pod is not scheduled until it holds the lock (the admission policy
+	// adds PodSchedulingGate, the controller lifts it at grant).
+	PodLockWaitGated = "Gated"
+	// PodLockWaitStandby: the pod runs at once as a hot standby, and PodRoleLabel says whether it
+	// holds (leader election for any workload).
+	PodLockWaitStandby = "Standby"
+)
+
+// The values of PodRoleLabel.
+const (
+	// PodRoleHolder marks a pod that holds the lock.
+	PodRoleHolder = "holder"
+	// PodRoleStandby marks a pod that waits for the lock, or held it and no longer does, or is
+	// terminating while it still holds (no new traffic should reach it).
+	PodRoleStandby = "standby"
 )
 
 // PodClaimName is the name of the claim made for pod (with UID uid) and lock, by lockctl in the

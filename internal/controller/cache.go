@@ -54,7 +54,9 @@ const lockAnnotationPrefix = "locks.lockwarden.io/"
 // controller): its identity and resourceVersion, its deletion and whether it is a foreground one
 // (the foregroundDeletion finalizer: Kubernetes then deletes the pod's claims while the pod still
 // terminates, and its hold must last until the pod is gone), its lockwarden annotations, its
-// scheduling gates and its phase. A trimmed Pod must only ever be patched with a patch that names
+// role label (the pod lock controller moves it with the hold, for Standby pods), its scheduling
+// gates, its node (a holder whose node is lost may be treated as dead: holderNodeLossSeconds) and
+// its phase. A trimmed Pod must only ever be patched with a patch that names
 // what it changes (holderPatch), never updated: an update would write the trimmed object back.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -71,6 +73,10 @@ func trimPod(obj any) (any, error) {
 			annotations[k] = v
 		}
 	}
+	var podLabels map[string]string
+	if role, ok := pod.Labels[locksv1alpha1.PodRoleLabel]; ok {
+		podLabels = map[string]string{locksv1alpha1.PodRoleLabel: role}
+	}
 	var finalizers []string
 	if slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
 		finalizers = []string{metav1.FinalizerDeleteDependents}
@@ -85,9 +91,10 @@ func trimPod(obj any) (any, error) {
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
 			Finalizers:        finalizers,
+			Labels:            podLabels,
 			Annotations:       annotations,
 		},
-		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates},
+		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates, NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}, nil
 }

@@ -34,7 +34,7 @@ func TestTrimPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
 			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
-			Labels: map[string]string{"app": "web"},
+			Labels: map[string]string{"app": "web", locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:                    "db-migration",
 				locksv1alpha1.PodLockModeAnnotation:                "Exclusive",
@@ -59,13 +59,14 @@ func TestTrimPod(t *testing.T) {
 			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
 			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
 			Finalizers: []string{metav1.FinalizerDeleteDependents},
+			Labels:     map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:         "db-migration",
 				locksv1alpha1.PodLockModeAnnotation:     "Exclusive",
 				locksv1alpha1.PodFencingTokenAnnotation: "7",
 			},
 		},
-		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates},
+		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates, NodeName: "node-1"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 	tombstone := toolscache.DeletedFinalStateUnknown{Key: "apps/web-0", Obj: full}
@@ -75,7 +76,7 @@ func TestTrimPod(t *testing.T) {
 		name    string
 		in, out any
 	}{
-		{"a pod keeps only what the controllers read (of its finalizers, only foregroundDeletion)", full, want},
+		{"a pod keeps only what the controllers read (of its labels, only the role; of its finalizers, only foregroundDeletion)", full, want},
 		{"a pod without lockwarden annotations keeps none", noAnnotations, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}},
 		{"a tombstone passes through", tombstone, tombstone},
 		{"another type passes through", &corev1.ConfigMap{}, &corev1.ConfigMap{}},
