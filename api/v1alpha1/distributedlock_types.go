@@ -97,6 +97,24 @@ type DistributedLockSpec struct {
 	// +optional
 	// +kubebuilder:default=Notify
 	LossPolicy LossPolicy `json:"lossPolicy,omitempty"`
+
+	// holderNodeLossSeconds ends the hold of a holder pod whose Node has had its Ready condition
+	// Unknown or False for this long, as if the pod had died: the claim becomes Released with
+	// reason HolderTerminated and a message naming the node, lockDelaySeconds and lossPolicy
+	// apply (under Evict the pod is evicted, so that its controller can replace it), and the next
+	// claim is granted. A holder pod whose Node object no longer exists is treated as dead at
+	// once. Absent, the default: the hold lasts until the pod object is gone, which on a lost
+	// node takes Kubernetes' own timing (the node's grace period, then the pod's eviction: about
+	// six minutes by default). Set it for leader election with standby pods, where the fencing
+	// token and the moved role label keep a cut-off holder harmless and a standby should take
+	// over within seconds; leave it unset where a holder that may still run must never overlap
+	// with the next one. Kubernetes marks a node Unknown only after its node-monitor grace
+	// period (about 50 s) without a heartbeat, so the cut-off comes that long plus this much
+	// after the node was lost. Only holders are judged: waiting claims are not.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	HolderNodeLossSeconds *int32 `json:"holderNodeLossSeconds,omitempty"`
 }
 
 // LossPolicy is what the controller does when a holder loses its lock.

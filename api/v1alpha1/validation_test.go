@@ -174,6 +174,18 @@ kind: DistributedLock
 spec:
   lockDelaySeconds: 3601
 `, `spec.lockDelaySeconds: Invalid value: 3601: spec.lockDelaySeconds in body should be less than or equal to 3600`),
+		Entry("a negative node loss limit", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  holderNodeLossSeconds: -1
+`, `spec.holderNodeLossSeconds: Invalid value: -1: spec.holderNodeLossSeconds in body should be greater than or equal to 0`),
+		Entry("a node loss limit longer than an hour", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  holderNodeLossSeconds: 3601
+`, `spec.holderNodeLossSeconds: Invalid value: 3601: spec.holderNodeLossSeconds in body should be less than or equal to 3600`),
 		Entry("a lock without places", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: DistributedLock
@@ -510,6 +522,8 @@ spec:
 		Expect(update(claim, set(int64(60), "spec", "waitTimeoutSeconds"))).To(Succeed())
 		Expect(update(lock, set(int64(120), "spec", "leaseDurationSeconds"))).To(Succeed())
 		Expect(update(lock, set(int64(5), "spec", "maxHolders"))).To(Succeed())
+		Expect(update(lock, set(int64(0), "spec", "holderNodeLossSeconds"))).To(Succeed())
+		Expect(update(lock, set(int64(3600), "spec", "holderNodeLossSeconds"))).To(Succeed())
 		Expect(update(backend, set("redis-2:6379", "spec", "redis", "address"))).To(Succeed())
 	})
 })
