@@ -103,9 +103,10 @@ type DistributedLockSpec struct {
 	// reason HolderTerminated and a message naming the node, lockDelaySeconds and lossPolicy
 	// apply (under Evict the pod is evicted, so that its controller can replace it), and the next
 	// claim is granted. A holder pod whose Node object no longer exists is treated as dead at
-	// once. Absent, the default: the hold lasts until the pod object is gone, which on a lost
-	// node takes Kubernetes' own timing (the node's grace period, then the pod's eviction: about
-	// six minutes by default). Set it for leader election with standby pods, where the fencing
+	// once. Absent, the default: the hold lasts until the pod object is gone; on a lost node
+	// Kubernetes marks the pod for deletion after about six minutes (the node's grace period,
+	// then its taint-based eviction), and a terminating pod holds until the node comes back or
+	// its Node object is deleted. Set it for leader election with standby pods, where the fencing
 	// token and the moved role label keep a cut-off holder harmless and a standby should take
 	// over within seconds; leave it unset where a holder that may still run must never overlap
 	// with the next one. Kubernetes marks a node Unknown only after its node-monitor grace
