@@ -36,12 +36,15 @@ import (
 // larger part of an object. Of Leases it keeps only heartbeat Leases (the label
 // locks.lockwarden.io/heartbeat: "true"): a cluster's nodes renew one Lease each every 10 s, and
 // the controller's own Leases (key ledger, built-in backend, leader election) are read from the
-// API server, never from the cache.
+// API server, never from the cache. Every Node is cached (holders' nodes, holderNodeLossSeconds),
+// each reduced to its name and Ready condition: a few hundred bytes a node, whatever images
+// and addresses it lists.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:           {Transform: trimPod},
+			&corev1.Node{}:          {Transform: trimNode},
 			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
 		},
 	}
@@ -96,5 +99,28 @@ func trimPod(obj any) (any, error) {
 		},
 		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates, NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}, nil
+}
+
+// trimNode keeps of a Node what the lock engine reads to judge a holder pod by its node
+// (holderNodeLossSeconds): its name, its resourceVersion and its Ready condition's status, reason
+// and transition time. The condition's heartbeat time and message are dropped: the heartbeat time
+// changes at every status report of the kubelet, and nothing reads either.
+func trimNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		// A tombstone (DeletedFinalStateUnknown) or another type: leave it as it is.
+		return obj, nil
+	}
+	var conditions []corev1.NodeCondition
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}}
+		}
+	}
+	return &corev1.Node{
+		TypeMeta:   node.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, ResourceVersion: node.ResourceVersion},
+		Status:     corev1.NodeStatus{Conditions: conditions},
 	}, nil
 }

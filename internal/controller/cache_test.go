@@ -91,3 +91,54 @@ func TestTrimPod(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(full.Spec.Containers).To(HaveLen(1), "the informer's object is not modified in place")
 }
+
+func TestTrimNode(t *testing.T) {
+	since := metav1.Unix(100, 0)
+	full := &corev1.Node{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "node-1", UID: "n1", ResourceVersion: "42",
+			Labels:        map[string]string{"kubernetes.io/hostname": "node-1"},
+			Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24", Taints: []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastTransitionTime: since},
+				{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
+					LastHeartbeatTime: metav1.Unix(90, 0), LastTransitionTime: since},
+			},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.1"}},
+			Images:    []corev1.ContainerImage{{Names: []string{"web:1"}, SizeBytes: 1 << 30}},
+		},
+	}
+	want := &corev1.Node{
+		TypeMeta:   full.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", ResourceVersion: "42"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", LastTransitionTime: since},
+		}},
+	}
+	tombstone := toolscache.DeletedFinalStateUnknown{Key: "node-1", Obj: full}
+	for _, tc := range []struct {
+		name    string
+		in, out any
+	}{
+		{"a node keeps its name and the status, reason and transition time of its Ready condition", full, want},
+		{"a node that has not reported Ready yet keeps no condition", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse}}}},
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}},
+		{"a tombstone passes through", tombstone, tombstone},
+		{"another type passes through", &corev1.ConfigMap{}, &corev1.ConfigMap{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := trimNode(tc.in)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.out))
+		})
+	}
+	g := NewWithT(t)
+	g.Expect(full.Status.Conditions).To(HaveLen(2), "the informer's object is not modified in place")
+}
