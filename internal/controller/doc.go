@@ -70,6 +70,12 @@ package controller
 // plain delete.
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 
+// Nodes: read through the cache, which keeps of each only its name and Ready condition: a lock
+// that sets holderNodeLossSeconds ends the hold of a pod whose node has not been Ready that long,
+// and a change of a node's Ready condition wakes the locks of the pods on it. Nothing else on
+// nodes.
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+
 // Namespaces: a LockBackend's namespaceSelector is matched against namespace labels, read through
 // the cache (the informer starts the first time a backend with a selector is used).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch

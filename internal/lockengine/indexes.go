@@ -19,6 +19,7 @@ package lockengine
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +38,9 @@ const (
 	indexClaimLease = "spec.holder.leaseName"
 	// indexLockBackend indexes DistributedLocks by the name of their backend.
 	indexLockBackend = "spec.backendRef.name"
+	// indexPodNode indexes Pods by spec.nodeName: a Node whose Ready condition changes wakes the
+	// locks of the claims of the pods on it (locksOfNode).
+	indexPodNode = "spec.nodeName"
 )
 
 // fieldIndex is one field index: the objects it indexes, its field name and how to read it.
@@ -65,6 +69,12 @@ var fieldIndexes = []fieldIndex{
 	}},
 	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
+	}},
+	{&corev1.Pod{}, indexPodNode, func(o client.Object) []string {
+		if node := o.(*corev1.Pod).Spec.NodeName; node != "" {
+			return []string{node}
+		}
+		return nil
 	}},
 }
 

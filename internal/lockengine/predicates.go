@@ -19,6 +19,8 @@ package lockengine
 import (
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -41,4 +43,33 @@ func claimChangedForLock(written *ownWrites) predicate.Predicate {
 				!slices.Equal(o.Finalizers, n.Finalizers)
 		},
 	}
+}
+
+// nodeReadyChanged passes the Node events that can change a holder's verdict under
+// holderNodeLossSeconds: a change of the Ready condition (its status or its transition time) and
+// a deletion. Every other Node update passes nothing: kubelets rewrite their Node's status every
+// few minutes (the heartbeats themselves go to Leases, which are not Nodes), and images,
+// capacity and other conditions change with no bearing on a hold. Creations pass nothing either:
+// a pod is bound only to a Node that exists already, and every lock has a pass at start.
+func nodeReadyChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := nodeReady(e.ObjectOld), nodeReady(e.ObjectNew)
+			return o.Status != n.Status || !o.LastTransitionTime.Equal(&n.LastTransitionTime)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// nodeReady is a Node's Ready condition; the zero condition when it has none (or o is not a Node).
+func nodeReady(o client.Object) corev1.NodeCondition {
+	if node, ok := o.(*corev1.Node); ok {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c
+			}
+		}
+	}
+	return corev1.NodeCondition{}
 }

@@ -181,9 +181,9 @@ func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
 }
 
 // SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
-// deletion, a phase change), their pods (a dead holder is released at once) and heartbeat
-// Leases, its backend, and
-// the Renewer's and backends' news.
+// deletion, a phase change), their pods (a dead holder is released at once), the Nodes of those
+// pods (a change of Ready, for locks that set holderNodeLossSeconds) and heartbeat Leases, its
+// backend, and the Renewer's and backends' news.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.prepare()
 	if err := mgr.Add(r.refresh); err != nil {
@@ -195,6 +195,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.locksOfNode), builder.WithPredicates(nodeReadyChanged())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
 		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).
@@ -234,6 +235,30 @@ func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 // locksOfPod maps a pod to the locks of the claims held or queued for it.
 func (r *Reconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
 	return r.locksOfClaimsNaming(ctx, o, indexClaimPod)
+}
+
+// locksOfNode maps a Node to the locks that judge holders by their node (holderNodeLossSeconds)
+// and have claims for the pods bound to it, each lock once. Other locks' holders do not care.
+func (r *Reconciler) locksOfNode(ctx context.Context, o client.Object) []ctrl.Request {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.MatchingFields{indexPodNode: o.GetName()}); err != nil {
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var reqs []ctrl.Request
+	for i := range pods.Items {
+		for _, req := range r.locksOfPod(ctx, &pods.Items[i]) {
+			if seen[req.NamespacedName] {
+				continue
+			}
+			seen[req.NamespacedName] = true
+			lock := &locksv1alpha1.DistributedLock{}
+			if err := r.Get(ctx, req.NamespacedName, lock); err == nil && lock.Spec.HolderNodeLossSeconds != nil {
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return reqs
 }
 
 // locksOfClaimsNaming maps an object to the locks of the claims of its namespace whose index

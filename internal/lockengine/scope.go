@@ -43,9 +43,10 @@ import (
 
 // This file is the scope of a pass (what it read, decided and will write), the questions the
 // steps ask of it (whose identity, which record entry, which hold, which pod or heartbeat
-// verdict), and, under Reading, how a pass fills it: the lock, claims, pods and heartbeat Leases
-// from the cache (the Lease cache holds only Leases with the heartbeat label, CacheOptions), the
-// backend, and the key ledger's word on who owns the lock's key.
+// verdict), and, under Reading, how a pass fills it: the lock, claims, pods, holder pods' Nodes
+// (for a lock that sets holderNodeLossSeconds) and heartbeat Leases from the cache (the Lease
+// cache holds only Leases with the heartbeat label, CacheOptions), the backend, and the key
+// ledger's word on who owns the lock's key.
 
 // lockScope is one pass of a lock: what it read, what it decided, and what it will write. The
 // three parts are embedded, so that steps name their fields directly; each field says which part
@@ -73,6 +74,9 @@ type passRead struct {
 	readMu sync.Mutex
 	// pods are the holder pods of pod claims that exist, by name.
 	pods map[string]*corev1.Pod
+	// nodes are the Nodes of the pods of claims that hold, by name, read only when the lock sets
+	// holderNodeLossSeconds; nil for a Node that does not exist.
+	nodes map[string]*corev1.Node
 	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
 	heartbeats map[string]heartbeat.Verdict
 	// backend is the lock's backend session; nil when it cannot be used now.
@@ -219,8 +223,9 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 	return c.Name == rec.Claim
 }
 
-// podVerdict is the liveness of c's holder pod, or of its heartbeat Lease; Alive for a detached
-// claim without one.
+// podVerdict is the liveness of the holder of c, a claim that holds: of its pod (and of the pod's
+// node, when the lock sets holderNodeLossSeconds), or of its heartbeat Lease; Alive for a
+// detached claim without one.
 func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 	h := c.Spec.Holder
 	if h != nil && h.LeaseName != "" {
@@ -229,7 +234,28 @@ func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 	if h == nil || h.PodName == "" {
 		return podliveness.Verdict{Alive: true}
 	}
-	return podliveness.Check(s.pods[h.PodName], h.PodName, c.Status.PodUID)
+	pod := s.pods[h.PodName]
+	if v := podliveness.Check(pod, h.PodName, c.Status.PodUID); !v.Alive {
+		return v
+	}
+	return s.nodeVerdict(pod)
+}
+
+// nodeVerdict is the liveness of a live holder pod's node under the lock's holderNodeLossSeconds
+// (Alive when the lock does not set it): a node not Ready that long ends the hold as the pod's
+// death would. A node not Ready for less wakes the pass when it would reach the limit, since no
+// event comes then.
+func (s *lockScope) nodeVerdict(pod *corev1.Pod) podliveness.Verdict {
+	limit := s.lock.Spec.HolderNodeLossSeconds
+	node, loaded := s.nodes[pod.Spec.NodeName]
+	if limit == nil || !loaded {
+		// Not loaded: the lock did not set the limit when the pass read it, or the pod has no
+		// node. Never a verdict on a node the pass did not read.
+		return podliveness.Verdict{Alive: true}
+	}
+	v, wake := podliveness.CheckNode(node, pod.Name, pod.Spec.NodeName, time.Duration(*limit)*time.Second, s.now)
+	s.wait = soonest(s.wait, wake)
+	return v
 }
 
 // deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
@@ -344,6 +370,9 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 			if err := r.loadPod(ctx, s, h.PodName); err != nil {
 				return err
 			}
+			if err := r.loadNode(ctx, s, c); err != nil {
+				return err
+			}
 		}
 		return r.loadHeartbeat(ctx, s, c)
 	})
@@ -437,6 +466,35 @@ func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) err
 		return err
 	}
 	s.pods[name] = pod
+	return nil
+}
+
+// loadNode reads from the cache the Node of the pod of claim c, when c holds (a held claim, or
+// one the lock record names) and the lock sets holderNodeLossSeconds: only holders are judged by
+// their node (nodeVerdict), and only such locks read Nodes at all. A Node that does not exist is
+// recorded as nil.
+func (r *Reconciler) loadNode(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if s.lock == nil || s.lock.Spec.HolderNodeLossSeconds == nil || !isHeld(c) && recordIndex(s.lock.Status.Holders, c) < 0 {
+		return nil
+	}
+	pod := s.pods[c.Spec.Holder.PodName]
+	if pod == nil || pod.Spec.NodeName == "" {
+		return nil
+	}
+	if _, ok := s.nodes[pod.Spec.NodeName]; ok {
+		return nil
+	}
+	node := &corev1.Node{}
+	switch err := r.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); {
+	case apierrors.IsNotFound(err):
+		node = nil
+	case err != nil:
+		return err
+	}
+	if s.nodes == nil {
+		s.nodes = map[string]*corev1.Node{}
+	}
+	s.nodes[pod.Spec.NodeName] = node
 	return nil
 }
 

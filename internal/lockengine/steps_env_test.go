@@ -78,7 +78,7 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 		t.Fatal(err)
 	}
 	builder := fakeclient.NewClientBuilder().WithScheme(scheme).
-		WithStatusSubresource(&locksv1alpha1.DistributedLock{}, &locksv1alpha1.LockClaim{}, &locksv1alpha1.LockBackend{}, &corev1.Pod{}).
+		WithStatusSubresource(&locksv1alpha1.DistributedLock{}, &locksv1alpha1.LockClaim{}, &locksv1alpha1.LockBackend{}, &corev1.Pod{}, &corev1.Node{}).
 		WithInterceptorFuncs(funcs)
 	for _, ix := range fieldIndexes {
 		builder = builder.WithIndex(ix.obj, ix.field, ix.extract)

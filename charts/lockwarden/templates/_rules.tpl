@@ -6,6 +6,7 @@
   - ""
   resources:
   - namespaces
+  - nodes
   verbs:
   - list
   - watch
