@@ -122,7 +122,7 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 // TestAdmissionPolicyOnAPIServer renders the chart for a real kube-apiserver (helm asks it which
 // APIs it serves), installs the policy and its binding there, and creates pods.
 func TestAdmissionPolicyOnAPIServer(t *testing.T) {
-	t.Run("Kubernetes 1.37: annotated pods are created gated, once", func(t *testing.T) {
+	t.Run("Kubernetes 1.37: annotated pods are created gated, once, and labelled standby", func(t *testing.T) {
 		g := NewWithT(t)
 		objs := renderFor(t, apiServer(t), excludeGateOff...) // the package's API server, shared with the notes tests
 		c := apiPlane.Client
@@ -141,17 +141,24 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 
 		gate := corev1.PodSchedulingGate{Name: locksv1alpha1.PodSchedulingGate}
 		other := corev1.PodSchedulingGate{Name: "example.com/quota"}
+		standby := locksv1alpha1.PodRoleStandby
 		for _, tc := range []struct {
 			name      string
 			pod       *corev1.Pod
 			wantGates []corev1.PodSchedulingGate
+			wantRole  string
 		}{
-			{"annotated", pod("gate-apps", "annotated", true), []corev1.PodSchedulingGate{gate}},
-			{"annotated and gated by hand: still one gate", withGates(pod("gate-apps", "gated", true), gate), []corev1.PodSchedulingGate{gate}},
-			{"annotated with a gate of its own, which stays", withGates(pod("gate-apps", "quota", true), other), []corev1.PodSchedulingGate{other, gate}},
-			{"without the annotation", pod("gate-apps", "plain", false), nil},
-			{"annotated and bound to a node: admitted as it is", withNode(pod("gate-apps", "bound", true)), nil},
-			{"annotated, in a namespace the selector leaves out", pod("gate-off", "annotated", true), nil},
+			{"annotated", pod("gate-apps", "annotated", true), []corev1.PodSchedulingGate{gate}, standby},
+			{"annotated and gated by hand: still one gate", withGates(pod("gate-apps", "gated", true), gate), []corev1.PodSchedulingGate{gate}, standby},
+			{"annotated with a gate of its own, which stays", withGates(pod("gate-apps", "quota", true), other), []corev1.PodSchedulingGate{other, gate}, standby},
+			{"annotated to wait Gated", withWait(pod("gate-apps", "wait-gated", true), locksv1alpha1.PodLockWaitGated), []corev1.PodSchedulingGate{gate}, standby},
+			{"annotated to wait with a value that is no wait: gated", withWait(pod("gate-apps", "wait-typo", true), "standby"), []corev1.PodSchedulingGate{gate}, standby},
+			{"a Standby pod runs at once, labelled standby", withWait(pod("gate-apps", "standby", true), locksv1alpha1.PodLockWaitStandby), nil, standby},
+			{"a template's role label is overridden: a new pod holds nothing",
+				withRole(withWait(pod("gate-apps", "claims-holder", true), locksv1alpha1.PodLockWaitStandby), locksv1alpha1.PodRoleHolder), nil, standby},
+			{"without the annotation", pod("gate-apps", "plain", false), nil, ""},
+			{"annotated and bound to a node: admitted as it is", withNode(pod("gate-apps", "bound", true)), nil, ""},
+			{"annotated, in a namespace the selector leaves out", pod("gate-off", "annotated", true), nil, ""},
 		} {
 			created := tc.pod.DeepCopy()
 			if err := c.Create(context.Background(), created); err != nil {
@@ -165,6 +172,7 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 			} else {
 				g.Expect(got.Spec.SchedulingGates).To(Equal(tc.wantGates), tc.name)
 			}
+			g.Expect(got.Labels[locksv1alpha1.PodRoleLabel]).To(Equal(tc.wantRole), tc.name)
 		}
 	})
 
@@ -252,6 +260,18 @@ func pod(namespace, name string, annotated bool) *corev1.Pod {
 
 func withGates(p *corev1.Pod, gates ...corev1.PodSchedulingGate) *corev1.Pod {
 	p.Spec.SchedulingGates = gates
+	return p
+}
+
+// withWait sets the pod's lock-wait annotation.
+func withWait(p *corev1.Pod, wait string) *corev1.Pod {
+	p.Annotations[locksv1alpha1.PodLockWaitAnnotation] = wait
+	return p
+}
+
+// withRole gives the pod a role label of its own, as a pod template might.
+func withRole(p *corev1.Pod, role string) *corev1.Pod {
+	p.Labels = map[string]string{locksv1alpha1.PodRoleLabel: role}
 	return p
 }
 

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
 // PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
@@ -67,8 +69,13 @@ type PodLockReconciler struct {
 	// confirmed gone there before its pod is told it lost it (nil: the client).
 	APIReader client.Reader
 
+	// Metrics, when set, receives the failover times (lockwarden_standby_failover_seconds).
+	Metrics *metrics.Metrics
+
 	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
 	evictions podEvictions
+	// failovers times how long a lock goes without a pod labelled holder.
+	failovers *failoverClock
 }
 
 // Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
@@ -80,19 +87,30 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	lockName, annotated := pod.Annotations[locksv1alpha1.PodLockAnnotation]
 	switch {
-	case !pod.DeletionTimestamp.IsZero(), pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
+	case pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
 		return ctrl.Result{}, nil
-	case !annotated:
+	case !annotated && pod.DeletionTimestamp.IsZero():
 		// Only gated pods get here (see podAsksForLock): a gate nobody will lift.
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockAnnotationMissing", "WaitForLock",
 			"The scheduling gate %s is lifted only for a pod annotated %s=<DistributedLock name>; add the annotation or remove the gate",
 			locksv1alpha1.PodSchedulingGate, locksv1alpha1.PodLockAnnotation)
 		return ctrl.Result{}, nil
+	case !annotated:
+		return ctrl.Result{}, nil
+	case !pod.DeletionTimestamp.IsZero():
+		// A terminating holder keeps its lock until its pod is gone, but takes no new traffic.
+		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 	}
 	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
 			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
+	}
+	if !lockWaitValid(pod) {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockWaitAnnotation", "WaitForLock",
+			"Annotation %s=%q is neither %s nor %s: the pod waits as %s (not scheduled until it holds lock %s)",
+			locksv1alpha1.PodLockWaitAnnotation, pod.Annotations[locksv1alpha1.PodLockWaitAnnotation],
+			locksv1alpha1.PodLockWaitGated, locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodLockWaitGated, lockName)
 	}
 
 	name := locksv1alpha1.PodClaimName(pod.Name, pod.UID, lockName)
@@ -100,17 +118,20 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	switch {
 	case errors.Is(err, errForeignClaim):
 		ctrl.LoggerFrom(ctx).V(1).Info("Claim name taken by an earlier pod's claim; waiting for its removal", "claim", name)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 	case err != nil:
 		return ctrl.Result{}, err
 	case claim == nil && heldBefore(pod):
 		if gone, err := r.claimGone(ctx, pod.Namespace, name); !gone || err != nil {
 			return ctrl.Result{}, err // the claim's own event brings the cache up to date
 		}
+		if err := r.markStandby(ctx, pod, lockName); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.claimLost(ctx, pod, lockName, name)
 	case claim == nil:
 		if claim, err = r.createClaim(ctx, pod, lockName, name); err != nil || claim == nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, errors.Join(err, r.markStandby(ctx, pod, lockName))
 		}
 	}
 	if annotated, changed := modeChanged(pod, claim); changed {
@@ -121,17 +142,16 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld:
+		return ctrl.Result{}, r.markHolder(ctx, pod, claim)
 	case locksv1alpha1.ClaimPending, "":
 		r.reportWaiting(pod, claim)
-		return ctrl.Result{}, nil
 	default:
 		// Lost, Released, TimedOut, Failed: final. The pod is not given another claim, because a
 		// pod that lost its lock must not quietly get a new token; its owner restarts it.
 		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockNotHeld", "WaitForLock",
 			"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
-		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.markHolder(ctx, pod, claim)
+	return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 }
 
 // errForeignClaim says that a claim of the pod's claim name is not the pod's own: it goes with the
@@ -292,15 +312,16 @@ func (r *PodLockReconciler) reportWaiting(pod *corev1.Pod, claim *locksv1alpha1.
 	}
 }
 
-// markHolder writes the token and holder annotations and removes the scheduling gate in one
-// patch: whoever sees the gate gone also sees the token.
+// markHolder writes the token and holder annotations and the role label holder, and removes the
+// scheduling gate, in one patch: whoever sees the gate gone or the role holder also sees the token.
 func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) error {
 	token := strconv.FormatInt(claim.Status.FencingToken, 10)
 	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == locksv1alpha1.PodSchedulingGate
 	})
 	if pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation] == token &&
-		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && !gated {
+		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && !gated &&
+		pod.Labels[locksv1alpha1.PodRoleLabel] == locksv1alpha1.PodRoleHolder {
 		return nil
 	}
 	patch, err := holderPatch(pod.UID, token, claim.Status.HolderIdentity, gated)
@@ -310,8 +331,13 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	if err := r.Guard.Check(); err != nil {
 		return err
 	}
+	// Read before the patch, which overwrites pod with the API server's answer.
+	cameNow := pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder
 	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		return fmt.Errorf("annotating pod %s with its fencing token: %w", pod.Name, err)
+	}
+	if cameNow {
+		r.failovers.holderCame(types.NamespacedName{Namespace: pod.Namespace, Name: claim.Spec.LockName})
 	}
 	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
 	if gated {
@@ -322,7 +348,7 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 }
 
 // holderPatch is the strategic merge patch that marks a pod as the holder: it sets the token and
-// holder annotations and, when gated, deletes the lockwarden scheduling gate by its name, leaving
+// holder annotations and the role label holder and, when gated, deletes the lockwarden scheduling gate by its name, leaving
 // every other gate and annotation alone. Its metadata.uid is a precondition (a patch whose uid
 // differs from the stored pod's fails), so a new pod of the same name is never marked. There is
 // no resourceVersion precondition: nothing the patch writes depends on the rest of the pod, and
@@ -335,7 +361,8 @@ func holderPatch(uid types.UID, token, holder string, ungate bool) ([]byte, erro
 	}
 	p := map[string]any{
 		"metadata": map[string]any{
-			"uid": uid,
+			"uid":    uid,
+			"labels": map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
 			"annotations": map[string]string{
 				locksv1alpha1.PodFencingTokenAnnotation: token,
 				locksv1alpha1.PodHolderAnnotation:       holder,
@@ -382,8 +409,14 @@ func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.evictions, err = newPodEvictions(mgr); err != nil {
 		return err
 	}
+	var observe func(time.Duration)
+	if r.Metrics != nil {
+		observe = func(d time.Duration) { r.Metrics.StandbyFailoverSeconds.Observe(d.Seconds()) }
+	}
+	r.failovers = newFailoverClock(time.Now, observe)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(podAsksForLock))).
+		Watches(&corev1.Pod{}, r.failovers.deletedHolders()).
 		Owns(&locksv1alpha1.LockClaim{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("podlock").

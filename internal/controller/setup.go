@@ -84,7 +84,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("setting up the LockClaim controller: %w", err)
 	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
+		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {

@@ -68,7 +68,7 @@ func familyType(c prometheus.Collector) (string, error) {
 		return "counter", nil
 	case *prometheus.GaugeVec, *stateCollector:
 		return "gauge", nil
-	case *prometheus.HistogramVec:
+	case *prometheus.HistogramVec, prometheus.Histogram:
 		return "histogram", nil
 	}
 	return "", fmt.Errorf("metrics: no family type known for collector %T", c)

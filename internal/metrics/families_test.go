@@ -58,6 +58,8 @@ func TestFamiliesAreWhatIsGathered(t *testing.T) {
 			v.WithLabelValues(values...).Set(1)
 		case *prometheus.HistogramVec:
 			v.WithLabelValues(values...).Observe(1)
+		case prometheus.Histogram:
+			v.Observe(1)
 		case *stateCollector: // reports every phase, and the ages of the claim and lock above, when scraped
 		default:
 			t.Fatalf("no way to give %T a series", c)

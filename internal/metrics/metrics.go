@@ -60,6 +60,11 @@ type Metrics struct {
 	// True) and 0 for one whose last probe failed, by backend. Only the leader probes, so only
 	// the leader reports it; the series goes when the LockBackend is deleted.
 	BackendReady *prometheus.GaugeVec
+	// StandbyFailoverSeconds observes how long a lock went without a pod labelled
+	// locks.lockwarden.io/role=holder: from the moment a holder pod lost the label (it began
+	// terminating, its claim ended, or it was deleted) to the moment the next pod of the same
+	// lock was labelled holder. Its count is the number of failovers.
+	StandbyFailoverSeconds prometheus.Histogram
 	// EventsDropped counts Kubernetes Events not written, by reason (queue-full, write-failed):
 	// the manager writes events at a bounded rate from a queue of bounded length
 	// (internal/boundedevents).
@@ -126,6 +131,11 @@ func New(cache InformerSource, opts ...Option) *Metrics {
 			Name: "lockwarden_backend_ready",
 			Help: "Whether the LockBackend's last probe succeeded (1) or failed (0), by backend.",
 		}, []string{"backend"}),
+		StandbyFailoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockwarden_standby_failover_seconds",
+			Help:    "Time from a pod losing the role=holder label to the next pod of the same lock labelled holder; the count is the number of failovers.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms .. about 80 s
+		}),
 		EventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockwarden_events_dropped_total",
 			Help: "Kubernetes Events the manager did not write, by reason: queue-full (recorded faster than its write rate allows) or write-failed.",
@@ -150,7 +160,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // collectors are what Register adds: every collector, and the scrape-time gauges when New was
 // given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.EventsDropped}
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.StandbyFailoverSeconds, m.EventsDropped}
 	if m.state != nil {
 		cs = append(cs, m.state)
 	}

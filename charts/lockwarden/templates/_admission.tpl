@@ -21,7 +21,13 @@ matchConstraints:
 mutations:
 - applyConfiguration:
     expression: |-
+      'locks.lockwarden.io/lock-wait' in object.metadata.annotations &&
+      object.metadata.annotations['locks.lockwarden.io/lock-wait'] == 'Standby' ?
       Object{
+        metadata: Object.metadata{labels: {'locks.lockwarden.io/role': 'standby'}}
+      } :
+      Object{
+        metadata: Object.metadata{labels: {'locks.lockwarden.io/role': 'standby'}},
         spec: Object.spec{
           schedulingGates: [Object.spec.schedulingGates{name: 'locks.lockwarden.io/lock'}]
         }

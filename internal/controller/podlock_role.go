@@ -1,0 +1,167 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// The role label follows the hold (DESIGN.md §3, Standby pods): every pod with the lock
+// annotation carries locks.lockwarden.io/role, holder while its claim holds the lock and the pod
+// is not terminating, standby otherwise. A Service that selects role: holder then sends traffic
+// only to the holders, and an app reads its role from a downward-API file. The holder value is
+// written in the same patch as the token annotation (markHolder); this file moves the label back
+// to standby.
+
+// podRole is the role label a live pod with the lock annotation should carry, given the phase of
+// its claim (empty while it has none): holder only while the claim holds and the pod is not
+// terminating. A terminating holder keeps its lock until its pod is gone (its containers may
+// still run), but no new traffic should reach it, so its label goes first.
+func podRole(terminating bool, phase locksv1alpha1.ClaimPhase) string {
+	if phase == locksv1alpha1.ClaimHeld && !terminating {
+		return locksv1alpha1.PodRoleHolder
+	}
+	return locksv1alpha1.PodRoleStandby
+}
+
+// lockWaitValid says whether the pod's lock-wait annotation is absent or one of its two values.
+func lockWaitValid(pod *corev1.Pod) bool {
+	switch v, set := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation]; {
+	case !set:
+		return true
+	default:
+		return v == locksv1alpha1.PodLockWaitGated || v == locksv1alpha1.PodLockWaitStandby
+	}
+}
+
+// rolePatch is the strategic merge patch that sets the pod's role label, with the pod's UID as a
+// precondition (a new pod of the same name is never labelled for the old one's hold).
+func rolePatch(uid types.UID, role string) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"uid":    uid,
+			"labels": map[string]string{locksv1alpha1.PodRoleLabel: role},
+		},
+	})
+}
+
+// markStandby labels the pod standby unless it already is. A pod that loses the holder role
+// ends a stretch of the lock with one holder fewer, which the failover clock starts timing.
+func (r *PodLockReconciler) markStandby(ctx context.Context, pod *corev1.Pod, lockName string) error {
+	was, labelled := pod.Labels[locksv1alpha1.PodRoleLabel]
+	if labelled && was == locksv1alpha1.PodRoleStandby {
+		return nil
+	}
+	patch, err := rolePatch(pod.UID, locksv1alpha1.PodRoleStandby)
+	if err != nil {
+		return err
+	}
+	// No leader guard: taking the holder role away never lets anything start, so a deposed
+	// leader that writes it does no harm, and a terminating holder must lose its traffic now.
+	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("labelling pod %s %s: %w", pod.Name, locksv1alpha1.PodRoleStandby, err))
+	}
+	if was == locksv1alpha1.PodRoleHolder {
+		r.failovers.holderLeft(types.NamespacedName{Namespace: pod.Namespace, Name: lockName})
+	}
+	return nil
+}
+
+// failoverClock times how long a lock goes without a pod labelled holder: from the moment this
+// manager takes the holder role from a pod (it terminates, its claim ends, or it is deleted while
+// labelled holder) to the moment it labels the next holder of the same lock. It is what a
+// Service that selects role: holder sees, and what lockwarden_standby_failover_seconds reports.
+type failoverClock struct {
+	now     func() time.Time
+	observe func(time.Duration)
+
+	mu sync.Mutex
+	// left holds, per lock, when the earliest holder not yet followed by a new one left.
+	left map[types.NamespacedName]time.Time
+}
+
+func newFailoverClock(now func() time.Time, observe func(time.Duration)) *failoverClock {
+	return &failoverClock{now: now, observe: observe, left: map[types.NamespacedName]time.Time{}}
+}
+
+// failoverForgetAfter bounds how long the clock remembers a holder that no new one followed (its
+// lock was deleted, or nobody waits): such a gap is no failover, and the map must not grow with
+// every lock that ever lost a holder.
+const failoverForgetAfter = time.Hour
+
+// holderLeft records that a holder of lock stopped being labelled holder. The earliest time is
+// kept: on a semaphore, the gap is timed from the first of its holders that left.
+func (c *failoverClock) holderLeft(lock types.NamespacedName) {
+	if c == nil {
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for l, t := range c.left {
+		if now.Sub(t) > failoverForgetAfter {
+			delete(c.left, l)
+		}
+	}
+	if _, ok := c.left[lock]; !ok {
+		c.left[lock] = now
+	}
+}
+
+// holderCame records that a pod of lock was labelled holder, and reports the gap since the
+// holder before it left, when one did (a lock's first holder is no failover).
+func (c *failoverClock) holderCame(lock types.NamespacedName) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	left, ok := c.left[lock]
+	delete(c.left, lock)
+	c.mu.Unlock()
+	if ok && c.observe != nil {
+		c.observe(c.now().Sub(left))
+	}
+}
+
+// deletedHolders is an event handler that starts the clock when a pod labelled holder is deleted
+// without this manager having seen it terminate (a forced deletion, or a deletion while the
+// manager was not the leader). It enqueues nothing: a deleted pod has nothing left to reconcile.
+func (c *failoverClock) deletedHolders() handler.EventHandler {
+	return handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		pod, ok := e.Object.(*corev1.Pod)
+		if !ok || pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
+			return
+		}
+		if lock, ok := pod.Annotations[locksv1alpha1.PodLockAnnotation]; ok {
+			c.holderLeft(types.NamespacedName{Namespace: pod.Namespace, Name: lock})
+		}
+	}}
+}

@@ -1,0 +1,167 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// Standby pods (DESIGN.md §3): every replica runs, and the role label follows the hold. The
+// suite runs no admission policy, so the pods start without a role and the controller labels
+// them; the chart's policy labels them standby at creation (charts/admission_test.go).
+
+// newStandbyPod creates a running pod, bound to a node, that asks for lock as a hot standby.
+func newStandbyPod(ns, name, lock string, wait string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+		locksv1alpha1.PodLockAnnotation: lock, locksv1alpha1.PodLockWaitAnnotation: wait}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+	// A patch without a resourceVersion: the controller labels the pod meanwhile.
+	before := p.DeepCopy()
+	p.Status.Phase = corev1.PodRunning
+	Expect(k8sClient.Status().Patch(ctx(), p, client.MergeFrom(before))).To(Succeed())
+	return p
+}
+
+// roles maps each pod of the namespace that has a role label to its role.
+func roles(ns string) func(g Gomega) map[string]string {
+	return func(g Gomega) map[string]string {
+		list := &corev1.PodList{}
+		g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+		out := map[string]string{}
+		for _, p := range list.Items {
+			if role, ok := p.Labels[locksv1alpha1.PodRoleLabel]; ok {
+				out[p.Name] = role
+			}
+		}
+		return out
+	}
+}
+
+// tokenOf is a pod's fencing token annotation, 0 when it has none.
+func tokenOf(ns, name string) int64 {
+	GinkgoHelper()
+	p := &corev1.Pod{}
+	Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	token, _ := strconv.ParseInt(p.Annotations[locksv1alpha1.PodFencingTokenAnnotation], 10, 64)
+	return token
+}
+
+// holdersOf lists the pods labelled holder, sorted.
+func holdersOf(ns string) func(g Gomega) []string {
+	return func(g Gomega) []string {
+		var out []string
+		for pod, role := range roles(ns)(g) {
+			if role == locksv1alpha1.PodRoleHolder {
+				out = append(out, pod)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+}
+
+func failoversObserved() uint64 {
+	GinkgoHelper()
+	m := &dto.Metric{}
+	Expect(mgrMetric.StandbyFailoverSeconds.Write(m)).To(Succeed())
+	return m.GetHistogram().GetSampleCount()
+}
+
+var _ = Describe("Standby pods", func() {
+	It("runs every replica, labels the holder, moves the label off a terminating holder at once and onto the next pod once it is gone", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		a := newStandbyPod(ns, "a", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}))
+		newStandbyPod(ns, "b", "leader", locksv1alpha1.PodLockWaitStandby)
+		newStandbyPod(ns, "c", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(roles(ns)).Should(Equal(map[string]string{"a": "holder", "b": "standby", "c": "standby"}))
+		Consistently(holdersOf(ns)).WithTimeout(time.Second).Should(Equal([]string{"a"}))
+		first := tokenOf(ns, "a")
+		Expect(first).To(BeNumerically(">", 0), "the holder label comes with the token")
+		before := failoversObserved()
+
+		// A bound pod's deletion is graceful: with no kubelet here, it stays terminating.
+		Expect(k8sClient.Delete(ctx(), a)).To(Succeed())
+		Eventually(roles(ns)).Should(HaveKeyWithValue("a", "standby"), "a terminating holder takes no new traffic")
+		lock := &locksv1alpha1.DistributedLock{}
+		Consistently(func(g Gomega) []string {
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "leader"}, lock)).To(Succeed())
+			var pods []string
+			for _, h := range lock.Status.Holders {
+				pods = append(pods, h.Claim)
+			}
+			g.Expect(holdersOf(ns)(g)).To(BeEmpty(), "nobody else is labelled holder while the terminating pod holds")
+			return pods
+		}).WithTimeout(time.Second).Should(ConsistOf(locksv1alpha1.PodClaimName("a", a.UID, "leader")),
+			"the terminating pod keeps the lock until it is gone")
+
+		deleteNow(a)
+		Eventually(holdersOf(ns)).Should(HaveLen(1))
+		next := holdersOf(ns)(Default)[0]
+		Expect(next).To(BeElementOf("b", "c"))
+		Expect(tokenOf(ns, next)).To(BeNumerically(">", first), "the token annotation comes in the same write as the label")
+		Eventually(failoversObserved).Should(Equal(before+1), "one failover timed")
+	})
+
+	It("holds as many active replicas as the lock has places", func() {
+		ns := newNamespace()
+		newLock(ns, "pool", func(l *locksv1alpha1.DistributedLock) { l.Spec.MaxHolders = 2 })
+		for _, name := range []string{"a", "b", "c"} {
+			newStandbyPod(ns, name, "pool", locksv1alpha1.PodLockWaitStandby)
+		}
+		Eventually(holdersOf(ns)).Should(HaveLen(2))
+		Consistently(holdersOf(ns)).WithTimeout(time.Second).Should(HaveLen(2))
+		Expect(roles(ns)(Default)).To(HaveLen(3))
+	})
+
+	It("labels a pod whose claim was lost standby", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		a := newStandbyPod(ns, "a", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}))
+		claim := locksv1alpha1.PodClaimName("a", a.UID, "leader")
+		// Its claim is deleted while it runs: it no longer holds, and a second pod takes over.
+		newStandbyPod(ns, "b", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(roles(ns)).Should(HaveKeyWithValue("b", "standby"))
+		Expect(k8sClient.Delete(ctx(), claimOf(ns, claim)(Default))).To(Succeed())
+		Eventually(roles(ns)).Should(HaveKeyWithValue("a", "standby"), "a pod whose claim was deleted no longer holds")
+		Eventually(holdersOf(ns)).Should(Equal([]string{"b"}))
+		Eventually(podEventReasons(ns, "a")).Should(ContainElement(locksv1alpha1.ReasonClaimDeleted))
+	})
+
+	It("says so when lock-wait is neither Gated nor Standby, and waits as Gated", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		newStandbyPod(ns, "a", "leader", "Hot")
+		Eventually(podEventReasons(ns, "a")).Should(ContainElement("InvalidLockWaitAnnotation"))
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}), "the pod still gets its claim")
+	})
+})
