@@ -42,9 +42,10 @@ import (
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
-// HolderEvictionReconciler carries out lossPolicy Evict: once a pod's claim is Lost, it evicts
-// the pod through the Eviction API, so that a holder that runs on with a stale token stops and
-// its controller creates a new pod, which queues again. It sits outside the lock's pass: the
+// HolderEvictionReconciler carries out lossPolicy Evict: once a pod's claim is Lost, or Released
+// because its node was not Ready for the lock's holderNodeLossSeconds, it evicts the pod through
+// the Eviction API, so that a holder that runs on with a stale token stops and its controller
+// creates a new pod, which queues again. It sits outside the lock's pass: the
 // claim has left the lock's holders and queue by then, and an eviction can wait on a
 // PodDisruptionBudget for as long as the budget says, which no lock pass may.
 type HolderEvictionReconciler struct {
@@ -80,9 +81,11 @@ const (
 // absent).
 func evictionFor(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock, pod *corev1.Pod) evictionAction {
 	switch {
-	case claim.Status.Phase != locksv1alpha1.ClaimLost, claim.Spec.Holder == nil, claim.Spec.Holder.PodName == "":
+	case claim.Spec.Holder == nil, claim.Spec.Holder.PodName == "":
 		return evictNothing
 	case lock == nil || lock.Spec.LossPolicy != locksv1alpha1.LossPolicyEvict:
+		return evictNothing
+	case claim.Status.Phase != locksv1alpha1.ClaimLost && !nodeLossEnded(claim, lock, pod):
 		return evictNothing
 	case meta.IsStatusConditionTrue(claim.Status.Conditions, locksv1alpha1.ConditionEvicted):
 		return evictNothing
@@ -90,6 +93,18 @@ func evictionFor(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.Distributed
 		return evictGone
 	}
 	return evictPod
+}
+
+// nodeLossEnded says whether claim's hold was ended by its pod's node (holderNodeLossSeconds):
+// Released with reason HolderTerminated while the pod it held for is still there, not
+// terminating and not finished. The lock engine ends a pod's hold so for no other reason: a pod
+// that died is gone, replaced or finished.
+func nodeLossEnded(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock, pod *corev1.Pod) bool {
+	cond := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
+	return lock.Spec.HolderNodeLossSeconds != nil &&
+		claim.Status.Phase == locksv1alpha1.ClaimReleased && cond != nil && cond.Reason == locksv1alpha1.ReasonHolderTerminated &&
+		pod != nil && pod.UID == claim.Status.PodUID && pod.DeletionTimestamp.IsZero() &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
 // evictionOutcome is the Evicted condition an eviction attempt leaves on the claim, the metric
@@ -115,7 +130,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if claim.Status.Phase != locksv1alpha1.ClaimLost || claim.Spec.Holder == nil || claim.Spec.Holder.PodName == "" {
+	if !endedPodClaim(claim) {
 		return ctrl.Result{}, nil
 	}
 	lock := &locksv1alpha1.DistributedLock{}
@@ -219,21 +234,32 @@ func (r *HolderEvictionReconciler) setEvicted(ctx context.Context, claim *locksv
 	return nil
 }
 
-// lostPodClaim admits claims on behalf of a pod that are Lost: the only ones this reconciler
-// acts on.
-func lostPodClaim(o client.Object) bool {
+// endedPodClaim admits claims on behalf of a pod that are Lost, or Released with reason
+// HolderTerminated (which includes those whose node was lost): the only ones this reconciler acts
+// on.
+func endedPodClaim(o client.Object) bool {
 	c, ok := o.(*locksv1alpha1.LockClaim)
-	return ok && c.Status.Phase == locksv1alpha1.ClaimLost && c.Spec.Holder != nil && c.Spec.Holder.PodName != ""
+	if !ok || c.Spec.Holder == nil || c.Spec.Holder.PodName == "" {
+		return false
+	}
+	switch c.Status.Phase {
+	case locksv1alpha1.ClaimLost:
+		return true
+	case locksv1alpha1.ClaimReleased:
+		cond := meta.FindStatusCondition(c.Status.Conditions, locksv1alpha1.ConditionAcquired)
+		return cond != nil && cond.Reason == locksv1alpha1.ReasonHolderTerminated
+	}
+	return false
 }
 
-// SetupWithManager watches lost pod claims.
+// SetupWithManager watches pod claims that were lost or whose holder was found dead.
 func (r *HolderEvictionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
 	if r.evictions, err = newPodEvictions(mgr); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&locksv1alpha1.LockClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(lostPodClaim))).
+		For(&locksv1alpha1.LockClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(endedPodClaim))).
 		Named("holdereviction").
 		Complete(r)
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -52,6 +53,17 @@ func TestEvictionFor(t *testing.T) {
 	replaced := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: "uid-2"}}
 	going := pod.DeepCopy()
 	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	failed := pod.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	nodeLost := with(func(c *locksv1alpha1.LockClaim) {
+		c.Status.Phase = locksv1alpha1.ClaimReleased
+		c.Status.Conditions = []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Status: metav1.ConditionFalse,
+			Reason: locksv1alpha1.ReasonHolderTerminated, Message: "Released: node node-1 of pod web-0 has been not Ready for 30s"}}
+	})
+	evictNodeLoss := evict.DeepCopy()
+	evictNodeLoss.Spec.HolderNodeLossSeconds = ptr.To[int32](30)
+	notifyNodeLoss := notify.DeepCopy()
+	notifyNodeLoss.Spec.HolderNodeLossSeconds = ptr.To[int32](30)
 
 	cases := []struct {
 		name  string
@@ -75,6 +87,24 @@ func TestEvictionFor(t *testing.T) {
 		{"pod gone", lost, evict, nil, evictGone},
 		{"pod replaced: the new one never pays", lost, evict, replaced, evictGone},
 		{"pod already terminating", lost, evict, going, evictGone},
+
+		// A hold ended by its pod's node (holderNodeLossSeconds): Released, HolderTerminated, the
+		// pod still there.
+		{"node lost under Evict", nodeLost, evictNodeLoss, pod, evictPod},
+		{"node lost under Notify", nodeLost, notifyNodeLoss, pod, evictNothing},
+		{"node lost, already evicted", with(func(c *locksv1alpha1.LockClaim) {
+			nodeLost.Status.DeepCopyInto(&c.Status)
+			c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: locksv1alpha1.ConditionEvicted, Status: metav1.ConditionTrue})
+		}), evictNodeLoss, pod, evictNothing},
+		{"node lost, pod terminating (tainted and evicted by Kubernetes)", nodeLost, evictNodeLoss, going, evictNothing},
+		{"pod died (gone): nothing to evict", nodeLost, evictNodeLoss, nil, evictNothing},
+		{"pod died (failed): not deleted", nodeLost, evictNodeLoss, failed, evictNothing},
+		{"pod replaced", nodeLost, evictNodeLoss, replaced, evictNothing},
+		{"released HolderTerminated on a lock without holderNodeLossSeconds", nodeLost, evict, pod, evictNothing},
+		{"released as the claim was deleted", with(func(c *locksv1alpha1.LockClaim) {
+			nodeLost.Status.DeepCopyInto(&c.Status)
+			c.Status.Conditions[0].Reason = locksv1alpha1.ReasonClaimDeleted
+		}), evictNodeLoss, pod, evictNothing},
 	}
 	for _, c := range cases {
 		if got := evictionFor(c.claim, c.lock, c.pod); got != c.want {

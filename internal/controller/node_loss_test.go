@@ -22,8 +22,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -50,6 +52,15 @@ func setNodeReady(n *corev1.Node, status corev1.ConditionStatus, reason string, 
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: reason,
 		LastHeartbeatTime: metav1.NewTime(time.Now()), LastTransitionTime: metav1.NewTime(since)}}
 	Expect(k8sClient.Status().Update(ctx(), n)).To(Succeed())
+}
+
+// podDeleting says whether a pod is marked for deletion (evicted: there is no kubelet to finish it).
+func podDeleting(ns, name string) func(g Gomega) bool {
+	return func(g Gomega) bool {
+		p := &corev1.Pod{}
+		g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+		return !p.DeletionTimestamp.IsZero()
+	}
 }
 
 // newPodOn creates a Running pod bound to node.
@@ -99,6 +110,26 @@ var _ = Describe("holderNodeLossSeconds", func() {
 		Eventually(phaseOf(ns, "b")).Should(Equal(held))
 		Expect(claimOf(ns, "b")(Default).Status.AcquireTime.Time).NotTo(BeTemporally("<", since.Add(3*time.Second)))
 		Expect(time.Since(lost)).To(BeNumerically("<", 10*time.Second), "the pass did not wake itself when the limit was reached")
+		Consistently(podDeleting(ns, "p1")).WithTimeout(time.Second).Should(BeFalse(), "lossPolicy Notify, the default, evicts nothing")
+	})
+
+	It("evicts the holder pod under lossPolicy Evict, and starts the lock delay", func() {
+		newLock(ns, "db", withNodeLoss(1), func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.LossPolicy = locksv1alpha1.LossPolicyEvict
+			l.Spec.LockDelaySeconds = 30
+		})
+		holdOnNode()
+
+		setNodeReady(node, corev1.ConditionUnknown, "NodeStatusUnknown", time.Now())
+		Eventually(phaseOf(ns, "a")).Should(Equal(locksv1alpha1.ClaimReleased))
+		Expect(lockDelayUntil(ns, "db")(Default)).NotTo(BeZero(), "a hold ended by node loss ended without a release")
+		Eventually(podDeleting(ns, "p1")).Should(BeTrue(), "the holder pod is evicted")
+		Eventually(func(g Gomega) string {
+			cond := meta.FindStatusCondition(claimOf(ns, "a")(g).Status.Conditions, locksv1alpha1.ConditionEvicted)
+			g.Expect(cond).NotTo(BeNil())
+			return string(cond.Status) + "/" + cond.Reason
+		}).Should(Equal("True/HolderEvicted"))
+		Expect(acquired(ns, "b")()).To(Equal("False/LockDelay"))
 	})
 
 	It("keeps the hold of a holder whose node is Ready again before the limit", func() {
