@@ -39,7 +39,9 @@ func (a *app) statusCommand(k *kubeFlags) *cobra.Command {
 		Use:   "status [LOCK] [-o text|json|yaml]",
 		Short: "Show who holds a lock and who waits for it",
 		Long: `Show a lock's backend, places (spec.maxHolders), every holder with its mode, fencing token and
-expiry, and the queue in grant order; without LOCK, a table of every lock in the namespace (this
+expiry, and the queue in grant order, with how each pod that asks by annotation waits (standing
+by as a running hot standby, or gated) and a holder pod that terminates (labelled standby, no new
+traffic) when pods can be listed; without LOCK, a table of every lock in the namespace (this
 needs list on distributedlocks). With -o json or yaml, "holders" lists every holder; "holder", the
 first of them, is kept for scripts written before shared locks.`,
 		Example: fmt.Sprintf(`  %[1]s status db-migrate -n team-a
@@ -125,12 +127,36 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 		if h.ExpireTime != nil {
 			fmt.Fprintf(w, ", expires %s (in %s)", h.ExpireTime.UTC().Format(time.RFC3339), since(*h.ExpireTime, now))
 		}
+		if h.Role == locksv1alpha1.PodRoleStandby {
+			fmt.Fprint(w, ", labelled standby (terminating: no new traffic)")
+		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "Queue:       %d waiting\n", len(s.Queue))
+	fmt.Fprintf(w, "Queue:       %d waiting%s\n", len(s.Queue), standingBy(s.Queue))
 	for _, q := range s.Queue {
-		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)\n", q.Position, holderName(q.Claim, q.Pod), q.Mode, since(now, q.Created), q.Reason)
+		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)", q.Position, holderName(q.Claim, q.Pod), q.Mode, since(now, q.Created), q.Reason)
+		switch q.Wait {
+		case locksv1alpha1.PodLockWaitStandby:
+			fmt.Fprint(w, ", standing by (running)")
+		case locksv1alpha1.PodLockWaitGated:
+			fmt.Fprint(w, ", gated (not scheduled until it holds)")
+		}
+		fmt.Fprintln(w)
 	}
+}
+
+// standingBy counts the queued pods that run as hot standbys: ", 2 standing by", or "" for none.
+func standingBy(queue []lockclient.QueuedClaim) string {
+	n := 0
+	for _, q := range queue {
+		if q.Wait == locksv1alpha1.PodLockWaitStandby {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d standing by", n)
 }
 
 // places describes a lock's places and how they are taken: "1 (a mutex), held",

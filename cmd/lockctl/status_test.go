@@ -37,6 +37,12 @@ func holderAt(claim, pod string, mode locksv1alpha1.LockMode, token int64, ago t
 		AcquireTime: statusNow.Add(-ago), ExpireTime: &expire}
 }
 
+// withRole gives a holder the role label of its pod.
+func withRole(h lockclient.HolderStatus, role string) lockclient.HolderStatus {
+	h.Role = role
+	return h
+}
+
 func TestPrintLock(t *testing.T) {
 	shared, exclusive := locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive
 	cases := []struct {
@@ -93,6 +99,26 @@ Holders:     2 (last token 3)
   1. claim a (detached), Shared, token 2, acquired 2026-12-01T05:59:59Z (1s ago), expires 2026-12-01T06:00:29Z (in 29s)
   2. claim b (detached), Shared, token 3, acquired 2026-12-01T05:59:59Z (1s ago), expires 2026-12-01T06:00:29Z (in 29s)
 Queue:       0 waiting
+`,
+		},
+		{
+			name: "leader election: a terminating holder and pods standing by",
+			status: lockclient.LockStatus{Namespace: "team-a", Lock: "leader", Backend: "kubernetes", Ready: true, MaxHolders: 1,
+				LastFencingToken: 4, Holders: []lockclient.HolderStatus{withRole(holderAt("web-a-leader-1", "web-a", exclusive, 4, time.Minute), "standby")},
+				Queue: []lockclient.QueuedClaim{
+					{Position: 1, Claim: "web-b-leader-2", Pod: "web-b", Mode: exclusive, Created: statusNow.Add(-2 * time.Minute), Reason: "Queued", Wait: "Standby"},
+					{Position: 2, Claim: "web-c-leader-3", Pod: "web-c", Mode: exclusive, Created: statusNow.Add(-time.Minute), Reason: "Queued", Wait: "Standby"},
+					{Position: 3, Claim: "job-leader-4", Pod: "job", Mode: exclusive, Created: statusNow, Reason: "Queued", Wait: "Gated"},
+				}},
+			want: `Lock:        team-a/leader
+Backend:     kubernetes (ready)
+Places:      1 (a mutex), held
+Holders:     1 (last token 4)
+  1. pod web-a (claim web-a-leader-1), Exclusive, token 4, acquired 2026-12-01T05:59:00Z (1m ago), expires 2026-12-01T05:59:30Z (in 0s), labelled standby (terminating: no new traffic)
+Queue:       3 waiting, 2 standing by
+  1. pod web-b (claim web-b-leader-2), Exclusive, waiting 2m (Queued), standing by (running)
+  2. pod web-c (claim web-c-leader-3), Exclusive, waiting 1m (Queued), standing by (running)
+  3. pod job (claim job-leader-4), Exclusive, waiting 0s (Queued), gated (not scheduled until it holds)
 `,
 		},
 		{

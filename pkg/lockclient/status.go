@@ -22,9 +22,11 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -71,6 +73,10 @@ type HolderStatus struct {
 	FencingToken int64                  `json:"fencingToken"`
 	AcquireTime  time.Time              `json:"acquireTime"`
 	ExpireTime   *time.Time             `json:"expireTime,omitempty"`
+	// Role is the holder pod's locks.lockwarden.io/role label: holder, or standby for a pod that
+	// terminates while it still holds (its traffic has moved off). Empty when the pod has no
+	// role label or could not be read (listing pods needs list on pods).
+	Role string `json:"role,omitempty"`
 }
 
 // QueuedClaim is a claim waiting for a lock.
@@ -85,6 +91,10 @@ type QueuedClaim struct {
 	Created time.Time              `json:"created"`
 	// Reason is the claim's Acquired reason (Queued, Contended, PodNotFound, ...).
 	Reason string `json:"reason,omitempty"`
+	// Wait is how the claim's pod waits, for a pod that asks for the lock by annotation:
+	// Standby (it runs as a hot standby, labelled role=standby) or Gated (not scheduled until
+	// it holds). Empty for other claims, or when pods could not be listed.
+	Wait string `json:"wait,omitempty"`
 }
 
 // Status reports the holders of one lock (each with its mode, fencing token and expiry), its
@@ -103,7 +113,53 @@ func (c *Client) Status(ctx context.Context, namespace, lock string) (*LockStatu
 	if err := c.kube.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{"spec.lockName": lock}); err != nil {
 		return nil, apiError(err, "listing LockClaims")
 	}
-	return lockStatus(l, claims.Items), nil
+	s := lockStatus(l, claims.Items)
+	withPodRoles(s, c.annotatedPods(ctx, namespace))
+	return s, nil
+}
+
+// annotatedPods lists the pods of namespace that carry the role label (every pod that asks for
+// a lock by annotation, once the controller or the admission policy has seen it), by name. It
+// returns nil when they cannot be listed: the roles are a courtesy of status, which needs no
+// more than read access to locks and claims.
+func (c *Client) annotatedPods(ctx context.Context, namespace string) map[string]*corev1.Pod {
+	sel, err := labels.Parse(locksv1alpha1.PodRoleLabel)
+	if err != nil {
+		return nil
+	}
+	list := &corev1.PodList{}
+	if err := c.kube.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil
+	}
+	pods := make(map[string]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[list.Items[i].Name] = &list.Items[i]
+	}
+	return pods
+}
+
+// withPodRoles fills in the role of each holder pod and how each queued pod waits, from pods by
+// name (nil: unknown, left empty).
+func withPodRoles(s *LockStatus, pods map[string]*corev1.Pod) {
+	for i := range s.Holders {
+		if p := pods[s.Holders[i].Pod]; p != nil && s.Holders[i].Pod != "" {
+			s.Holders[i].Role = p.Labels[locksv1alpha1.PodRoleLabel]
+		}
+	}
+	if s.Holder != nil && len(s.Holders) > 0 {
+		first := s.Holders[0]
+		s.Holder = &first
+	}
+	for i := range s.Queue {
+		p := pods[s.Queue[i].Pod]
+		if p == nil || s.Queue[i].Pod == "" || p.Annotations[locksv1alpha1.PodLockAnnotation] != s.Lock {
+			continue
+		}
+		s.Queue[i].Wait = locksv1alpha1.PodLockWaitGated
+		if p.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby {
+			s.Queue[i].Wait = locksv1alpha1.PodLockWaitStandby
+		}
+	}
 }
 
 // StatusAll reports every lock in namespace, by name.
@@ -116,9 +172,12 @@ func (c *Client) StatusAll(ctx context.Context, namespace string) ([]LockStatus,
 	if err := c.kube.List(ctx, claims, client.InNamespace(namespace)); err != nil {
 		return nil, apiError(err, "listing LockClaims")
 	}
+	pods := c.annotatedPods(ctx, namespace)
 	out := make([]LockStatus, 0, len(locks.Items))
 	for i := range locks.Items {
-		out = append(out, *lockStatus(&locks.Items[i], claims.Items))
+		s := lockStatus(&locks.Items[i], claims.Items)
+		withPodRoles(s, pods)
+		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b LockStatus) int { return cmp.Compare(a.Lock, b.Lock) })
 	return out, nil

@@ -17,9 +17,11 @@ limitations under the License.
 package lockclient
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -138,5 +140,50 @@ func TestLockStatusOfAMutexAndOfAFreeLock(t *testing.T) {
 		Spec: locksv1alpha1.DistributedLockSpec{MaxHolders: 4}}, nil)
 	if free.Holder != nil || free.Holders == nil || len(free.Holders) != 0 || free.Holding != 0 || free.MaxHolders != 4 {
 		t.Fatalf("free lock = %+v; want no holder and an empty (not null) holders list", free)
+	}
+}
+
+func TestWithPodRoles(t *testing.T) {
+	pod := func(name, lock, wait, role string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{locksv1alpha1.PodRoleLabel: role},
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lock}}}
+		if wait != "" {
+			p.Annotations[locksv1alpha1.PodLockWaitAnnotation] = wait
+		}
+		return p
+	}
+	status := func() *LockStatus {
+		return &LockStatus{Lock: "leader",
+			Holders: []HolderStatus{{Claim: "a-c", Pod: "a"}, {Claim: "detached"}},
+			Holder:  &HolderStatus{Claim: "a-c", Pod: "a"},
+			Queue: []QueuedClaim{{Claim: "b-c", Pod: "b"}, {Claim: "c-c", Pod: "c"}, {Claim: "d-c", Pod: "d"},
+				{Claim: "e-c", Pod: "e"}, {Claim: "lockctl", Pod: "f"}}}
+	}
+	pods := map[string]*corev1.Pod{
+		"a": pod("a", "leader", locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodRoleStandby),
+		"b": pod("b", "leader", locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodRoleStandby),
+		"c": pod("c", "leader", "", locksv1alpha1.PodRoleStandby),
+		"d": pod("d", "leader", locksv1alpha1.PodLockWaitGated, locksv1alpha1.PodRoleStandby),
+		"e": pod("e", "other-lock", locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodRoleStandby),
+	}
+
+	s := status()
+	withPodRoles(s, pods)
+	if got := []string{s.Holders[0].Role, s.Holders[1].Role, s.Holder.Role}; got[0] != "standby" || got[1] != "" || got[2] != "standby" {
+		t.Errorf("holder roles = %q, want the terminating pod's standby, none for a detached claim, and Holder as Holders[0]", got)
+	}
+	var waits []string
+	for _, q := range s.Queue {
+		waits = append(waits, q.Wait)
+	}
+	want := []string{"Standby", "Gated", "Gated", "", ""}
+	if !slices.Equal(waits, want) {
+		t.Errorf("waits = %q, want %q (absent means Gated; a pod annotated for another lock, or without the label, says nothing)", waits, want)
+	}
+
+	s = status()
+	withPodRoles(s, nil)
+	if s.Holders[0].Role != "" || s.Queue[0].Wait != "" {
+		t.Errorf("without pods (list refused) nothing is filled in: %+v", s)
 	}
 }
