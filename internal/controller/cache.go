@@ -54,7 +54,8 @@ func CacheOptions() cache.Options {
 const lockAnnotationPrefix = "locks.lockwarden.io/"
 
 // trimPod keeps of a Pod what the controllers read (DESIGN.md §3 liveness, the pod lock
-// controller): its identity and resourceVersion, its deletion and whether it is a foreground one
+// controller): its identity and resourceVersion, its pod-deletion-cost (a Standby holder gets the
+// highest unless it has one), its deletion and whether it is a foreground one
 // (the foregroundDeletion finalizer: Kubernetes then deletes the pod's claims while the pod still
 // terminates, and its hold must last until the pod is gone), its lockwarden annotations, its
 // role label (the pod lock controller moves it with the hold, for Standby pods), its scheduling
@@ -69,7 +70,7 @@ func trimPod(obj any) (any, error) {
 	}
 	var annotations map[string]string
 	for k, v := range pod.Annotations {
-		if strings.HasPrefix(k, lockAnnotationPrefix) {
+		if strings.HasPrefix(k, lockAnnotationPrefix) || k == podDeletionCostAnnotation {
 			if annotations == nil {
 				annotations = map[string]string{}
 			}

@@ -39,6 +39,7 @@ func TestTrimPod(t *testing.T) {
 				locksv1alpha1.PodLockAnnotation:                    "db-migration",
 				locksv1alpha1.PodLockModeAnnotation:                "Exclusive",
 				locksv1alpha1.PodFencingTokenAnnotation:            "7",
+				"controller.kubernetes.io/pod-deletion-cost":       "2147483647",
 				"kubectl.kubernetes.io/last-applied-configuration": `{"a very": "long document"}`,
 			},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web"}},
@@ -63,7 +64,8 @@ func TestTrimPod(t *testing.T) {
 			Annotations: map[string]string{
 				locksv1alpha1.PodLockAnnotation:         "db-migration",
 				locksv1alpha1.PodLockModeAnnotation:     "Exclusive",
-				locksv1alpha1.PodFencingTokenAnnotation: "7",
+				locksv1alpha1.PodFencingTokenAnnotation:     "7",
+				"controller.kubernetes.io/pod-deletion-cost": "2147483647",
 			},
 		},
 		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates, NodeName: "node-1"},

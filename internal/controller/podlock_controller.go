@@ -319,12 +319,13 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == locksv1alpha1.PodSchedulingGate
 	})
+	lastToGo := needsDeletionCost(pod)
 	if pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation] == token &&
 		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && !gated &&
-		pod.Labels[locksv1alpha1.PodRoleLabel] == locksv1alpha1.PodRoleHolder {
+		pod.Labels[locksv1alpha1.PodRoleLabel] == locksv1alpha1.PodRoleHolder && !lastToGo {
 		return nil
 	}
-	patch, err := holderPatch(pod.UID, token, claim.Status.HolderIdentity, gated)
+	patch, err := holderPatch(pod.UID, token, claim.Status.HolderIdentity, gated, lastToGo)
 	if err != nil {
 		return err
 	}
@@ -348,25 +349,30 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 }
 
 // holderPatch is the strategic merge patch that marks a pod as the holder: it sets the token and
-// holder annotations and the role label holder and, when gated, deletes the lockwarden scheduling gate by its name, leaving
-// every other gate and annotation alone. Its metadata.uid is a precondition (a patch whose uid
+// holder annotations and the role label holder, with lastToGo the highest pod-deletion-cost
+// (holderDeletionCost) and, when gated, deletes the lockwarden scheduling gate by its name,
+// leaving every other gate and annotation alone. Its metadata.uid is a precondition (a patch whose uid
 // differs from the stored pod's fails), so a new pod of the same name is never marked. There is
 // no resourceVersion precondition: nothing the patch writes depends on the rest of the pod, and
 // pods change often while they wait (the scheduler, the kubelet), which made an optimistic lock
 // fail and retry under churn.
-func holderPatch(uid types.UID, token, holder string, ungate bool) ([]byte, error) {
+func holderPatch(uid types.UID, token, holder string, ungate, lastToGo bool) ([]byte, error) {
 	type gateDelete struct {
 		Patch string `json:"$patch"`
 		Name  string `json:"name"`
 	}
+	annotations := map[string]string{
+		locksv1alpha1.PodFencingTokenAnnotation: token,
+		locksv1alpha1.PodHolderAnnotation:       holder,
+	}
+	if lastToGo {
+		annotations[podDeletionCostAnnotation] = holderDeletionCost
+	}
 	p := map[string]any{
 		"metadata": map[string]any{
-			"uid":    uid,
-			"labels": map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
-			"annotations": map[string]string{
-				locksv1alpha1.PodFencingTokenAnnotation: token,
-				locksv1alpha1.PodHolderAnnotation:       holder,
-			},
+			"uid":         uid,
+			"labels":      map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
+			"annotations": annotations,
 		},
 	}
 	if ungate {

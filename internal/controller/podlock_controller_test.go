@@ -224,7 +224,7 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 
 		// The patch carries the UID of the pod it was computed for: sent to a pod that replaced
 		// it under the same name, the API server refuses it and the new pod stays as it was.
-		stale, err := controller.HolderPatch(p.UID, "7", "someone", true)
+		stale, err := controller.HolderPatch(p.UID, "7", "someone", true, false)
 		Expect(err).NotTo(HaveOccurred())
 		deleteNow(p)
 		Eventually(func() bool {
@@ -235,7 +235,7 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Expect(err).To(HaveOccurred(), "a patch computed for an earlier pod of the same name must be refused")
 		Expect(podState(ns, "mixed")(Default)).To(Equal("gated/"))
 
-		fresh, err := controller.HolderPatch(replaced.UID, "7", "someone", true)
+		fresh, err := controller.HolderPatch(replaced.UID, "7", "someone", true, false)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Patch(ctx(), replaced, client.RawPatch(types.StrategicMergePatchType, fresh))).To(Succeed())
 		Expect(podState(ns, "mixed")(Default)).To(Equal("ungated/7"))

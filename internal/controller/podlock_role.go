@@ -52,6 +52,24 @@ func podRole(terminating bool, phase locksv1alpha1.ClaimPhase) string {
 	return locksv1alpha1.PodRoleStandby
 }
 
+// podDeletionCostAnnotation tells a ReplicaSet which of its pods to remove first when it scales
+// down: the lowest cost goes first (Kubernetes' controller.kubernetes.io/pod-deletion-cost).
+const podDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+
+// holderDeletionCost is the pod-deletion-cost a Standby pod gets when it becomes a holder: the
+// highest there is, so that a rolling update or a scale-down removes the holder after every other
+// pod of its ReplicaSet. The lock then moves once per rolling update (to a pod of the new
+// ReplicaSet, since the old one's other pods are gone by then) instead of once per old pod, and
+// scaling down removes standbys, not the active replica.
+const holderDeletionCost = "2147483647"
+
+// needsDeletionCost says whether markHolder should give the pod holderDeletionCost: a Standby pod
+// without a pod-deletion-cost of its own (one the pod's template set is the owner's to keep).
+func needsDeletionCost(pod *corev1.Pod) bool {
+	_, set := pod.Annotations[podDeletionCostAnnotation]
+	return pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby && !set
+}
+
 // lockWaitValid says whether the pod's lock-wait annotation is absent or one of its two values.
 func lockWaitValid(pod *corev1.Pod) bool {
 	switch v, set := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation]; {

@@ -87,6 +87,16 @@ func holdersOf(ns string) func(g Gomega) []string {
 	}
 }
 
+const deletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// annotationOf is one annotation of a pod, "" when absent.
+func annotationOf(ns, name, annotation string) string {
+	GinkgoHelper()
+	p := &corev1.Pod{}
+	Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+	return p.Annotations[annotation]
+}
+
 func failoversObserved() uint64 {
 	GinkgoHelper()
 	m := &dto.Metric{}
@@ -106,6 +116,8 @@ var _ = Describe("Standby pods", func() {
 		Consistently(holdersOf(ns)).WithTimeout(time.Second).Should(Equal([]string{"a"}))
 		first := tokenOf(ns, "a")
 		Expect(first).To(BeNumerically(">", 0), "the holder label comes with the token")
+		Expect(annotationOf(ns, "a", deletionCost)).To(Equal("2147483647"), "a ReplicaSet removes the holder last")
+		Expect(annotationOf(ns, "b", deletionCost)).To(BeEmpty())
 		before := failoversObserved()
 
 		// A bound pod's deletion is graceful: with no kubelet here, it stays terminating.
@@ -129,6 +141,18 @@ var _ = Describe("Standby pods", func() {
 		Expect(next).To(BeElementOf("b", "c"))
 		Expect(tokenOf(ns, next)).To(BeNumerically(">", first), "the token annotation comes in the same write as the label")
 		Eventually(failoversObserved).Should(Equal(before+1), "one failover timed")
+	})
+
+	It("leaves a pod-deletion-cost the pod has of its own", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a", Annotations: map[string]string{
+			locksv1alpha1.PodLockAnnotation: "leader", locksv1alpha1.PodLockWaitAnnotation: locksv1alpha1.PodLockWaitStandby,
+			deletionCost: "5"}},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+		Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}))
+		Expect(annotationOf(ns, "a", deletionCost)).To(Equal("5"))
 	})
 
 	It("holds as many active replicas as the lock has places", func() {
