@@ -25,8 +25,10 @@ elif [[ -n "${KUBECONFIG_E2E:-}" ]]; then
 else
   export CLUSTER_NAME=${E2E_CLUSTER_NAME:-lockwarden-e2e}
   trap 'hack/local-cluster.sh down' EXIT
-  KUBECONFIG=$(hack/local-cluster.sh up)
-  export KUBECONFIG
+  # Nodes that can be failed on purpose (hack/kwokctl-e2e.yaml): E2E_NODE_FAILURE tells the suite
+  # how. A cluster already running under this name is reused as it is: down it first to change it.
+  KUBECONFIG=$(KWOKCTL_CONFIG=hack/kwokctl-e2e.yaml hack/local-cluster.sh up)
+  export KUBECONFIG E2E_NODE_FAILURE=kwok-label
 fi
 
 go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/ -ginkgo.v -ginkgo.no-color ${E2E_ARGS:-}
