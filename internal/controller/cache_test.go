@@ -62,9 +62,9 @@ func TestTrimPod(t *testing.T) {
 			Finalizers: []string{metav1.FinalizerDeleteDependents},
 			Labels:     map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
 			Annotations: map[string]string{
-				locksv1alpha1.PodLockAnnotation:         "db-migration",
-				locksv1alpha1.PodLockModeAnnotation:     "Exclusive",
-				locksv1alpha1.PodFencingTokenAnnotation:     "7",
+				locksv1alpha1.PodLockAnnotation:              "db-migration",
+				locksv1alpha1.PodLockModeAnnotation:          "Exclusive",
+				locksv1alpha1.PodFencingTokenAnnotation:      "7",
 				"controller.kubernetes.io/pod-deletion-cost": "2147483647",
 			},
 		},
