@@ -47,6 +47,15 @@ const (
 	// then went on (SIGCONT): one more write with its token, then it deleted its claim. A pod
 	// that lives keeps its lock, so the hold must outlast the hang unless a fault took it.
 	EndHang EndKind = "hang"
+	// EndGracefulDelete: the claimant's pod was deleted with its grace period (kubectl delete, a
+	// rollout), so that it stayed terminating while its process went on, then was removed (as
+	// the kubelet does once the process exited). A terminating Standby holder keeps its lock until
+	// its pod is gone. EndAt is the removal.
+	EndGracefulDelete EndKind = "graceful-delete"
+	// EndNodeLoss: the Node of the claimant's pod turned Ready=Unknown while the claimant went on
+	// writing, cut off, as a process on a partitioned node does; the lock's
+	// holderNodeLossSeconds ends the hold, and the claimant's later writes are a zombie's.
+	EndNodeLoss EndKind = "node-loss"
 )
 
 // Grant is one claim's life on a lock, as the harness saw it through a watch on the real API

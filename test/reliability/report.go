@@ -30,7 +30,7 @@ import (
 type Finding struct {
 	// Checker names the check: register, tokens, token-floor, exclusion, api-snapshot,
 	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder,
-	// lock-delay, evicted, history.
+	// lock-delay, evicted, holder-labels, holder-record, history.
 	Checker string
 	Detail  string
 }
@@ -93,10 +93,15 @@ type Result struct {
 	// nothing); PlaceSamples counts the held samples whose identity held a place.
 	PlacesRequired bool
 	PlaceSamples   int
-	Linearizable   string // porcupine's verdict
-	Liveness       Liveness
-	Valid          bool // enough operations happened before the first fault
-	Duration       time.Duration
+	// HolderLabelsRequired: a standby run, whose pods' role labels the holder-labels and
+	// holder-record checkers judge, so some pod must have been seen labelled holder (else they
+	// judged nothing); HolderLabelled counts those pods.
+	HolderLabelsRequired bool
+	HolderLabelled       int
+	Linearizable         string // porcupine's verdict
+	Liveness             Liveness
+	Valid                bool // enough operations happened before the first fault
+	Duration             time.Duration
 }
 
 // Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
@@ -156,6 +161,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.PlacesRequired && r.PlaceSamples == 0 {
 		out = append(out, "the backend was never seen holding a place for a Held claim: its shared holds were not checked")
+	}
+	if r.HolderLabelsRequired && r.HolderLabelled == 0 {
+		out = append(out, "no pod was seen labelled holder: the role label was not checked")
 	}
 	return out
 }
