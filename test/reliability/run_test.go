@@ -81,6 +81,7 @@ type run struct {
 	claimants         sync.WaitGroup  // the running claimants
 	zombies           atomic.Int64    // holds whose claimant wrote on after its claim ended
 	slowHolders       []chan struct{} // closed when each pinned claimant (claimant 0 of a lock) began to hold
+	roles             *roleWatch      // the pods' role labels and the locks' records (standby runs)
 
 	// injectFaults
 	grantsBeforeFault int         // grants seen just before the first fault (locks if there was none)
@@ -178,10 +179,15 @@ func (r *run) startRun() {
 // lockSpec is the run's lock named name, as the scenario configures it.
 func (r *run) lockSpec(name string) *locksv1alpha1.DistributedLock {
 	s := r.s
-	return &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name},
+	l := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name},
 		Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: int32(r.ttl / time.Second),
 			LockDelaySeconds: int32(s.lockDelay / time.Second), LossPolicy: s.lossPolicy, MaxHolders: s.lockPlaces(),
 			BackendRef: locksv1alpha1.BackendReference{Name: r.backendRef}}}
+	if s.standby {
+		loss := int32(standbyNodeLoss / time.Second)
+		l.Spec.HolderNodeLossSeconds = &loss
+	}
+	return l
 }
 
 // createLocks starts the observer and creates the locks, each with a fenced resource and
@@ -229,6 +235,10 @@ func (r *run) startWorkload() {
 
 	r.rec = newRecorder()
 	go r.rec.run(r.ctx, r.e.c, r.ns)
+	if r.s.standby {
+		r.createNodes()
+		r.roles = watchRoles(r.ctx, r.e.c, r.ns)
+	}
 	r.smp = &sampler{c: r.e.c, ns: r.ns, reader: r.be.reader, period: samplePeriod}
 	sampleCtx, stopSampling := context.WithCancel(r.ctx)
 	r.stopSampling = stopSampling
@@ -253,6 +263,9 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 		stopNew: r.stopNew, drain: r.draining, silentDeathDetection: ttl / 2, errs: r.errf, zombies: &r.zombies,
 		ends: s.ends, keepEnded: s.keepEnded, awaitEviction: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		mode: locksv1alpha1.LockModeShared, alone: s.lockPlaces() == 1}
+	if s.standby {
+		cl.node, cl.rotateEnds, cl.ends = nodeName(r.ns, lock, i), true, s.standbyEnds()
+	}
 	if s.exclusiveClaimant(i) {
 		cl.mode, cl.alone = locksv1alpha1.LockModeExclusive, true
 	}
@@ -358,6 +371,9 @@ func (r *run) drain() {
 	r.stopSampling()
 	r.observedUntil = time.Now()
 	r.stopObserving()
+	if r.roles != nil {
+		r.roles.results() // stops the role watch; checkRoles reads what it saw
+	}
 }
 
 // findOrphans lists the backend keys that outlived their claims.
@@ -382,6 +398,9 @@ func (r *run) teardown() {
 	// Teardown: claims and pods go; the finalizers need a manager, so wait for them.
 	_ = c.DeleteAllOf(ctx, &locksv1alpha1.LockClaim{}, client.InNamespace(ns))
 	_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	if r.s.standby {
+		r.deleteNodes()
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var left locksv1alpha1.LockClaimList
@@ -418,7 +437,12 @@ func (r *run) newResult() Result {
 	res := Result{Scenario: s.name, Backend: s.backend, Seed: r.seed, Faults: strings.Join(r.faults.ran, ", "), TTL: r.ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: r.orphaned,
 		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
-		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1}
+		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
+		HolderLabelsRequired: s.standby}
+	if s.standby && slices.Contains(s.standbyEnds(), EndNodeLoss) {
+		// A node lost under a holder that goes on writing: its later writes must be refused.
+		res.FencingRequired = true
+	}
 	if res.Faults == "" {
 		res.Faults = "none"
 	}
@@ -534,6 +558,9 @@ func (r *run) checkScenario(res *Result) {
 			}
 		}
 		r.faults.log = append(r.faults.log, fmt.Sprintf("%d claims of %s ended with reason LockNotFound", recreated.failed, recreated.lock))
+	}
+	if r.roles != nil {
+		r.checkRoles(res)
 	}
 	r.rec.mu.Lock()
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)

@@ -81,6 +81,13 @@ type scenario struct {
 	places         int32
 	exclusiveEvery int
 	claimants      int
+	// standby makes the claimants the replicas of an active/passive Deployment
+	// (standby_test.go): each creates pods annotated lock-wait: Standby on a Node of its own,
+	// whose claims the controller makes, on locks with holderNodeLossSeconds of 2 s; their holds
+	// end in turn by the pod's deletion, at once or graceful, and by the node's loss (ends, when
+	// set, replaces that turn). The role-label checkers judge the pods' labels, and the fenced
+	// register must have refused the writes of a holder cut off with its node.
+	standby bool
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
@@ -135,6 +142,9 @@ func smokeScenarios() []scenario {
 		// Two deliberate bugs that the harness must catch (make test-reliability-mutants runs all).
 		mutantScenario(mutant.TokenLower),
 		mutantScenario(mutant.GrantUnacquired),
+		// Standby pods: holders deleted, deleted gracefully and cut off by their node's loss
+		// (last, so that the seeds of the others stay as they were).
+		standby(""),
 	}
 }
 
@@ -198,6 +208,22 @@ const evictionBound = 15 * time.Second
 // outsideHolder is a run with a client outside lockwarden holding a key (Redis).
 func outsideHolder() scenario {
 	return scenario{name: "outside-holder", backend: "redis", replicas: 1, outsideHolder: true, workload: 20 * time.Second}
+}
+
+// standby is the standby workload on the built-in backend with a fault of kind ("" for none):
+// replicas of an active/passive Deployment whose holders are killed, deleted gracefully and cut
+// off with their node, while the fault hits the managers (two replicas) or the backend.
+func standby(kind faultKind) scenario {
+	s := scenario{name: "standby", backend: "kubernetes", replicas: 1, standby: true, workload: 30 * time.Second}
+	if kind == "" {
+		s.noLoss = true // no fault: every hold ends by the claimant's doing
+		return s
+	}
+	s.name, s.kinds, s.workload = "standby-"+string(kind), []faultKind{kind}, 40*time.Second
+	if managerFault(kind) {
+		s.replicas = 2
+	}
+	return s
 }
 
 // mutantScenario is the short seeded run that must catch mutant m, and the checker that must.
@@ -316,7 +342,13 @@ func fullScenarios() []scenario {
 	// loses no held lock.
 	out = append(out, scenario{name: "default-failover", backend: "kubernetes", replicas: 2, kinds: []faultKind{faultLeaderKill},
 		ttl: 30 * time.Second, unit: 10 * time.Second, noLoss: true, killBeforeRefresh: true, workload: 60 * time.Second})
-	return out
+	// Standby pods (after the others, so that their seeds stay as they were): without a fault,
+	// across a leader's death, its partition from the API server and its pause past the
+	// leader-election lease, and while Redis is cut off from the managers.
+	out = append(out, standby(""), standby(faultLeaderKill), standby(faultAPIBlackhole), standby(faultLeaderPause))
+	redis := standby(faultRedisBlackhole)
+	redis.backend = "redis"
+	return append(out, redis)
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:

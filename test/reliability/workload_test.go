@@ -44,6 +44,16 @@ type recorder struct {
 	mu     sync.Mutex
 	grants map[string]*claimRec // by claim name
 	errs   []string
+	// early keeps the events of claims not expected yet: the controller makes a Standby pod's
+	// claim, whose name the harness learns only from the pod's UID, and may be quicker.
+	early map[string][]claimEvent
+}
+
+// claimEvent is one watch event of a claim and when it arrived.
+type claimEvent struct {
+	t   watch.EventType
+	cl  *locksv1alpha1.LockClaim
+	now time.Time
 }
 
 type claimRec struct {
@@ -52,14 +62,21 @@ type claimRec struct {
 	ended    chan struct{} // closed when first seen not held after Held, or final, or deleted
 }
 
-func newRecorder() *recorder { return &recorder{grants: map[string]*claimRec{}} }
+func newRecorder() *recorder {
+	return &recorder{grants: map[string]*claimRec{}, early: map[string][]claimEvent{}}
+}
 
-// expect registers a claim before it is created, so that no event about it is missed.
+// expect registers a claim before it is created, so that no event about it is missed; the events
+// of a claim that someone else created first are replayed.
 func (r *recorder) expect(lock, claim string) *claimRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := &claimRec{g: Grant{Lock: lock, Claim: claim}, acquired: make(chan struct{}), ended: make(chan struct{})}
 	r.grants[claim] = rec
+	for _, e := range r.early[claim] {
+		r.observeLocked(e.t, e.cl, e.now)
+	}
+	delete(r.early, claim)
 	return rec
 }
 
@@ -121,8 +138,13 @@ func (r *recorder) run(ctx context.Context, c client.WithWatch, ns string) {
 func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.observeLocked(t, cl, now)
+}
+
+func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim, now time.Time) {
 	rec, ok := r.grants[cl.Name]
 	if !ok {
+		r.early[cl.Name] = append(r.early[cl.Name], claimEvent{t: t, cl: cl, now: now})
 		return
 	}
 	g := &rec.g
@@ -233,6 +255,13 @@ type claimant struct {
 	// giveUpAfter, when set, makes the claimant's first claim give up after waiting this long:
 	// it deletes the claim while it is still Pending (as lockctl acquire --timeout does).
 	giveUpAfter time.Duration
+	// node, when set, makes the claimant a Standby pod's (standby_test.go): its pods ask for the
+	// lock by annotation, on this Node, and the controller makes their claims.
+	node string
+	// rotateEnds takes the ways a hold ends in turn (starting at the claimant's number) instead
+	// of drawing them, so that every kind of end happens in every run; holds counts the holds.
+	rotateEnds bool
+	holds      int
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -247,24 +276,15 @@ func (cl *claimant) run(ctx context.Context) {
 }
 
 func (cl *claimant) once(ctx context.Context, name string) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
-		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
-	if err := cl.c.Create(ctx, pod); err != nil {
-		cl.errs("creating pod %s: %v", name, err)
+	create := cl.createClaimed
+	if cl.node != "" {
+		create = cl.createStandby
+	}
+	pod, claim, rec := create(ctx, name)
+	if pod == nil {
 		return
 	}
-	pod.Status.Phase = corev1.PodRunning
-	if err := cl.c.Status().Update(ctx, pod); err != nil {
-		cl.errs("marking pod %s Running: %v", name, err)
-	}
-	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
-	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}, Mode: cl.mode}}
-	cl.rec.update(name, func(g *Grant) { g.Created, g.Exclusive = time.Now(), cl.alone })
-	if err := cl.c.Create(ctx, claim); err != nil {
-		cl.errs("creating claim %s: %v", name, err)
-		return
-	}
+	name = claim.Name // the claim's name names the writer and its grant
 
 	var giveUp <-chan time.Time
 	if cl.giveUpAfter > 0 {
@@ -360,8 +380,22 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		ends = []EndKind{EndRelease, EndRelease, EndPodDelete, EndPodDelete, EndSilentDeath, EndHang}
 	}
 	end := ends[cl.rng.IntN(len(ends))]
+	if cl.rotateEnds {
+		end = ends[(cl.id+cl.holds)%len(ends)]
+	}
+	cl.holds++
 	hang := cl.ttl + time.Duration(cl.rng.Int64N(int64(cl.ttl)))
 	switch end {
+	case EndGracefulDelete:
+		if evictedInstead() {
+			return
+		}
+		cl.deleteGracefully(ctx, name, pod, write)
+	case EndNodeLoss:
+		if evictedInstead() {
+			return
+		}
+		cl.loseNode(ctx, rec, name, pod, token, write)
 	case EndHang:
 		// SIGSTOP with the pod alive: nothing for one to two TTLs. Then SIGCONT: the process goes
 		// on where it stopped, with the token it had (the fenced register rejects it if the lock
@@ -438,6 +472,30 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		return
 	}
 	cl.cleanup(ctx, claim, pod)
+}
+
+// createClaimed creates the pod of one claimant run, named name, and its claim of the same name,
+// registered with the recorder first. It returns nil pod on failure.
+func (cl *claimant) createClaimed(ctx context.Context, name string) (*corev1.Pod, *locksv1alpha1.LockClaim, *claimRec) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	if err := cl.c.Create(ctx, pod); err != nil {
+		cl.errs("creating pod %s: %v", name, err)
+		return nil, nil, nil
+	}
+	pod.Status.Phase = corev1.PodRunning
+	if err := cl.c.Status().Update(ctx, pod); err != nil {
+		cl.errs("marking pod %s Running: %v", name, err)
+	}
+	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}, Mode: cl.mode}}
+	cl.rec.update(name, func(g *Grant) { g.Created, g.Exclusive = time.Now(), cl.alone })
+	if err := cl.c.Create(ctx, claim); err != nil {
+		cl.errs("creating claim %s: %v", name, err)
+		return nil, nil, nil
+	}
+	return pod, claim, rec
 }
 
 // zombie plays a holder that outlived its hold: if the controller ended the claim (Lost, or
