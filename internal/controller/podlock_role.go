@@ -98,6 +98,9 @@ func (r *PodLockReconciler) markStandby(ctx context.Context, pod *corev1.Pod, lo
 	if labelled && was == locksv1alpha1.PodRoleStandby {
 		return nil
 	}
+	if was == locksv1alpha1.PodRoleHolder && !seams.takesHolderRole(pod) {
+		return nil
+	}
 	patch, err := rolePatch(pod.UID, locksv1alpha1.PodRoleStandby)
 	if err != nil {
 		return err

@@ -62,8 +62,15 @@ const (
 	// WriterBesideReaders grants an Exclusive claim at the head of the queue while Shared
 	// holders still hold their places: a writer beside readers.
 	WriterBesideReaders Name = "writer-beside-readers"
+	// KeepHolderLabel leaves the role label holder on a Standby pod whose hold ended while the
+	// pod lives (its node was lost, its claim Lost or deleted): the next holder is labelled
+	// beside it, and a Service that selects role: holder sends traffic to both.
+	KeepHolderLabel Name = "keep-holder-label"
+	// TerminatingHolderLabel leaves the role label holder on a terminating Standby holder until
+	// its pod is gone: traffic keeps reaching a pod that is shutting down.
+	TerminatingHolderLabel Name = "terminating-holder-label"
 )
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
-	IgnorePlaces, WriterBesideReaders}
+	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel}

@@ -268,6 +268,16 @@ func mutantScenario(m mutant.Name) scenario {
 		s = readWrite("kubernetes", faultLeaderKill, 2)
 		s.kinds, s.replicas, s.expect = nil, 1, "places"
 		s.ends = []EndKind{EndRelease, EndPodDelete, EndSilentDeath}
+	case mutant.KeepHolderLabel:
+		// Every hold ends by its node's loss: the cut-off pod keeps its label while the next
+		// pod is labelled holder.
+		s = standby("")
+		s.ends, s.workload, s.expect = []EndKind{EndNodeLoss}, 20*time.Second, "holder-labels"
+	case mutant.TerminatingHolderLabel:
+		// Every hold ends by a graceful deletion: the terminating pod stays labelled holder for
+		// its TTL/2..1.5×TTL of termination, longer than the 2 s grace.
+		s = standby("")
+		s.ends, s.workload, s.expect = []EndKind{EndGracefulDelete}, 20*time.Second, "holder-record"
 	default:
 		panic("no scenario for mutant " + string(m))
 	}

@@ -1,0 +1,33 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import corev1 "k8s.io/api/core/v1"
+
+// seams are the points where the reliability harness's deliberate bugs (package mutant) enter the
+// pod lock controller, as they enter the lock engine (lockengine/seams.go): a decision the
+// controller takes through this table instead of directly. A build with the mutants tag swaps in
+// broken ones (mutants.go) for the bugs LOCKWARDEN_MUTANT names; every other build keeps these,
+// and no decision holds a branch for a bug.
+var seams = struct {
+	// takesHolderRole says whether markStandby takes the role label holder from a pod that
+	// carries it: always, since markStandby runs only for a pod that no longer holds its lock
+	// or is terminating (podRole).
+	takesHolderRole func(pod *corev1.Pod) bool
+}{
+	takesHolderRole: func(*corev1.Pod) bool { return true },
+}
