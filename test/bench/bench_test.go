@@ -21,7 +21,8 @@ limitations under the License.
 // (holder claim deleted → next claim's Acquired seen) and handoffs per second on one hot lock, on
 // the built-in backend and on every external backend against a real server started here; beside
 // them, the raw backend operations on the same server without the controller; and, for pods, the
-// time from the holder pod's deletion to the next pod ungated and to `lockctl acquire` exiting.
+// time from the holder pod's deletion to the next pod ungated and to `lockctl acquire` exiting;
+// and leader election with Standby pods beside client-go leader election (standby_test.go).
 // It runs the manager in-process with the API client QPS and worker settings it prints, so that
 // the figures say what they were measured with. A benchmark, not a test: it prints figures and
 // fails only when something does not work at all, never on a timing. Run it with make bench.
@@ -82,8 +83,11 @@ var (
 	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
 	apiProf  = flag.String("apiserver-profile", "", "write a CPU profile of the API server, taken during the built-in backend's hot-lock handoffs, into this file")
 	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs (make the hot-lock phase at least as long, with -handoffs)")
-	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared",
-		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared")
+	standbyN = flag.Int("standby-turns", 20, "holder pods of the Standby Deployment deleted, gracefully and then by force, per figure")
+	peerRel  = flag.Int("peer-releases", 5, "client-go leaders that release their Lease to time")
+	peerKill = flag.Int("peer-crashes", 3, "client-go leaders killed without a release to time (each waits out the 15 s Lease)")
+	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,standby",
+		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,standby")
 )
 
 // TestBench prints the figures. It is a Go test only so that it can start the same real servers
@@ -185,6 +189,11 @@ func TestBench(t *testing.T) {
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")
 		res.pods = append(res.pods, b.gatedPods(t, ctx, *podTurns), b.lockctlAcquire(t, ctx, *podTurns))
+	}
+	if want["standby"] {
+		fmt.Println("leader election (built-in backend, kwok nodes, 3 replicas): Standby pods, then client-go leader election:")
+		s := b.leaderElection(t, ctx, *standbyN, *peerRel, *peerKill)
+		res.standby = &s
 	}
 
 	block := res.markdown()
