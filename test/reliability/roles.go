@@ -116,7 +116,9 @@ func holdersOf(cur map[string]PodRole, lock string) []string {
 // longer than grace is a violation. The label is moved by the write after the one it follows
 // (the claim's end, the pod's deletionTimestamp), so a short stretch is how it works; a long one
 // is a pod that the Service keeps sending traffic to although it no longer holds, or is going.
-func CheckHolderRecord(pods []PodRole, records []LockRecord, grace time.Duration, end time.Time) []string {
+// It also returns the longest stretch, within the grace or not, to show how much of the grace a
+// run used.
+func CheckHolderRecord(pods []PodRole, records []LockRecord, grace time.Duration, end time.Time) (violations []string, longest time.Duration) {
 	type event struct {
 		at  time.Time
 		rev int64
@@ -148,6 +150,7 @@ func CheckHolderRecord(pods []PodRole, records []LockRecord, grace time.Duration
 	wrong := map[string]stretch{} // pods labelled holder that should not be, since when
 	report := func(p PodRole, s stretch, until time.Time, ongoing bool) {
 		d := until.Sub(s.since)
+		longest = max(longest, d)
 		if d <= grace {
 			return
 		}
@@ -212,7 +215,7 @@ func CheckHolderRecord(pods []PodRole, records []LockRecord, grace time.Duration
 	for _, name := range sortedKeys(wrong) {
 		report(cur[name], wrong[name], end, true)
 	}
-	return out
+	return out, longest
 }
 
 // HolderLabelled counts the pods that were seen labelled holder at least once: a run in which

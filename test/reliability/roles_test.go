@@ -99,13 +99,13 @@ func TestCheckHolderLabels(t *testing.T) {
 func TestCheckHolderRecord(t *testing.T) {
 	const grace = 2 * time.Second
 	pods, records := failover()
-	if v := CheckHolderRecord(pods, records, grace, at(5000)); len(v) != 0 {
-		t.Fatalf("a correct failover: %v", v)
+	if v, longest := CheckHolderRecord(pods, records, grace, at(5000)); len(v) != 0 || longest != 10*time.Millisecond {
+		t.Fatalf("a correct failover: %v, longest stretch %s (want 10ms)", v, longest)
 	}
 	// A pod labelled holder before the record names its claim, and one still labelled after the
 	// record moved on, within the grace, pass: the label follows the record by a write.
 	early := []PodRole{pod(10, "a", "holder"), pod(1500, "a", "standby")}
-	if v := CheckHolderRecord(early, []LockRecord{record(1000, "c-a"), record(1200)}, grace, at(5000)); len(v) != 0 {
+	if v, _ := CheckHolderRecord(early, []LockRecord{record(1000, "c-a"), record(1200)}, grace, at(5000)); len(v) != 0 {
 		t.Fatalf("stretches within the grace: %v", v)
 	}
 	for name, c := range map[string]struct {
@@ -126,7 +126,7 @@ func TestCheckHolderRecord(t *testing.T) {
 			[]PodRole{pod(10, "a", "holder")}, []LockRecord{record(5, "c-a-old")},
 			"its claim c-a is not among"},
 	} {
-		v := CheckHolderRecord(c.pods, c.records, grace, at(5000))
+		v, _ := CheckHolderRecord(c.pods, c.records, grace, at(5000))
 		if len(v) != 1 || !strings.Contains(v[0], c.want) {
 			t.Errorf("%s: got %v, want one violation containing %q", name, v, c.want)
 			continue
@@ -137,7 +137,7 @@ func TestCheckHolderRecord(t *testing.T) {
 	// delivered after it is no stretch at all.
 	late := record(5, "c-a")
 	late.At = at(4000)
-	if v := CheckHolderRecord([]PodRole{pod(10, "a", "holder")}, []LockRecord{late}, grace, at(4500)); len(v) != 0 {
+	if v, _ := CheckHolderRecord([]PodRole{pod(10, "a", "holder")}, []LockRecord{late}, grace, at(4500)); len(v) != 0 {
 		t.Fatalf("a record delivered late: %v", v)
 	}
 	if n := HolderLabelled(pods); n != 3 {

@@ -345,6 +345,8 @@ func (r *run) checkRoles(res *Result) {
 	res.HolderLabelled = HolderLabelled(pods)
 	res.Violations = append(res.Violations, findings("history", errs)...)
 	res.Violations = append(res.Violations, findings("holder-labels", CheckHolderLabels(pods, r.placesOf))...)
-	res.Violations = append(res.Violations, findings("holder-record", CheckHolderRecord(pods, records, r.roleGrace(), r.observedUntil))...)
-	r.t.Logf("role watch: %d pod changes, %d lock record changes, %d pods labelled holder, grace %s", len(pods), len(records), res.HolderLabelled, r.roleGrace())
+	stale, longest := CheckHolderRecord(pods, records, r.roleGrace(), r.observedUntil)
+	res.Violations = append(res.Violations, findings("holder-record", stale)...)
+	r.t.Logf("role watch: %d pod changes, %d lock record changes, %d pods labelled holder, longest labelled holder without holding or while terminating %s (grace %s)",
+		len(pods), len(records), res.HolderLabelled, longest.Round(time.Millisecond), r.roleGrace())
 }
