@@ -79,38 +79,15 @@ type PodLockReconciler struct {
 }
 
 // Reconcile creates the claim of an annotated pod and, once it is held, annotates and ungates
-// the pod.
+// the pod; the role label follows the claim (podlock_role.go).
 func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	lockName, annotated := pod.Annotations[locksv1alpha1.PodLockAnnotation]
-	switch {
-	case pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
-		return ctrl.Result{}, nil
-	case !annotated && pod.DeletionTimestamp.IsZero():
-		// Only gated pods get here (see podAsksForLock): a gate nobody will lift.
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockAnnotationMissing", "WaitForLock",
-			"The scheduling gate %s is lifted only for a pod annotated %s=<DistributedLock name>; add the annotation or remove the gate",
-			locksv1alpha1.PodSchedulingGate, locksv1alpha1.PodLockAnnotation)
-		return ctrl.Result{}, nil
-	case !annotated:
-		return ctrl.Result{}, nil
-	case !pod.DeletionTimestamp.IsZero():
-		// A terminating holder keeps its lock until its pod is gone, but takes no new traffic.
-		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
-	}
-	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
-		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
-	}
-	if !lockWaitValid(pod) {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockWaitAnnotation", "WaitForLock",
-			"Annotation %s=%q is neither %s nor %s: the pod waits as %s (not scheduled until it holds lock %s)",
-			locksv1alpha1.PodLockWaitAnnotation, pod.Annotations[locksv1alpha1.PodLockWaitAnnotation],
-			locksv1alpha1.PodLockWaitGated, locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodLockWaitGated, lockName)
+	lockName, asks, err := r.asksForLock(ctx, pod)
+	if !asks || err != nil {
+		return ctrl.Result{}, err
 	}
 
 	name := locksv1alpha1.PodClaimName(pod.Name, pod.UID, lockName)
@@ -134,6 +111,50 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, errors.Join(err, r.markStandby(ctx, pod, lockName))
 		}
 	}
+	return r.followClaim(ctx, pod, claim)
+}
+
+// asksForLock says whether the pod goes on to its claim, and names its lock. A pod that has
+// finished, or carries the gate without the annotation, or is terminating, or names no valid
+// lock, stops here: with an event for a mistake, and with the role label standby for an
+// annotated pod that is terminating or names no valid lock. A lock-wait value that is neither
+// Gated nor Standby is reported and goes on (the pod waits as Gated).
+func (r *PodLockReconciler) asksForLock(ctx context.Context, pod *corev1.Pod) (lockName string, asks bool, err error) {
+	lockName, annotated := pod.Annotations[locksv1alpha1.PodLockAnnotation]
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
+		return "", false, nil
+	case !annotated && pod.DeletionTimestamp.IsZero():
+		// Only gated pods get here (see podAsksForLock): a gate nobody will lift.
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LockAnnotationMissing", "WaitForLock",
+			"The scheduling gate %s is lifted only for a pod annotated %s=<DistributedLock name>; add the annotation or remove the gate",
+			locksv1alpha1.PodSchedulingGate, locksv1alpha1.PodLockAnnotation)
+		return "", false, nil
+	case !annotated:
+		return "", false, nil
+	case !pod.DeletionTimestamp.IsZero():
+		// A terminating holder keeps its lock until its pod is gone, but takes no new traffic.
+		return "", false, r.markStandby(ctx, pod, lockName)
+	}
+	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
+			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
+		return "", false, r.markStandby(ctx, pod, lockName)
+	}
+	if !lockWaitValid(pod) {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockWaitAnnotation", "WaitForLock",
+			"Annotation %s=%q is neither %s nor %s: the pod waits as %s (not scheduled until it holds lock %s)",
+			locksv1alpha1.PodLockWaitAnnotation, pod.Annotations[locksv1alpha1.PodLockWaitAnnotation],
+			locksv1alpha1.PodLockWaitGated, locksv1alpha1.PodLockWaitStandby, locksv1alpha1.PodLockWaitGated, lockName)
+	}
+	return lockName, true, nil
+}
+
+// followClaim brings the pod in line with its claim: marked holder (token, label, gate lifted)
+// once the claim holds, after any other pod of the lock whose hold ended has lost its label;
+// labelled standby while it waits or after its claim ended.
+func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (ctrl.Result, error) {
+	lockName := claim.Spec.LockName
 	if annotated, changed := modeChanged(pod, claim); changed {
 		// The claim's mode is immutable: the pod keeps its place (or its hold) in that mode.
 		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockModeChanged", "WaitForLock",
@@ -142,6 +163,15 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld:
+		if pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
+			behind, err := r.clearStaleHolders(ctx, pod, claim)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if behind {
+				return ctrl.Result{RequeueAfter: lockCacheBehind}, nil
+			}
+		}
 		return ctrl.Result{}, r.markHolder(ctx, pod, claim)
 	case locksv1alpha1.ClaimPending, "":
 		r.reportWaiting(pod, claim)

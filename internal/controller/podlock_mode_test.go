@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -64,5 +65,32 @@ func TestAnnotatedMode(t *testing.T) {
 				t.Errorf("modeChanged = %v, want %v", changed, tc.changed)
 			}
 		})
+	}
+}
+
+func TestStaleHolders(t *testing.T) {
+	pod := func(name, uid, lock, role string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid),
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lock},
+			Labels:      map[string]string{locksv1alpha1.PodRoleLabel: role}}}
+	}
+	claimOf := func(name, uid, lock string) string { return locksv1alpha1.PodClaimName(name, types.UID(uid), lock) }
+	pods := []corev1.Pod{
+		pod("new", "u-new", "leader", locksv1alpha1.PodRoleHolder),       // the pod about to be labelled
+		pod("old", "u-old", "leader", locksv1alpha1.PodRoleHolder),       // its hold ended: stale
+		pod("peer", "u-peer", "leader", locksv1alpha1.PodRoleHolder),     // holds a place beside it
+		pod("other", "u-other", "reports", locksv1alpha1.PodRoleHolder),  // another lock's holder
+		pod("waiting", "u-wait", "leader", locksv1alpha1.PodRoleStandby), // not labelled holder
+	}
+	recorded := map[string]bool{claimOf("new", "u-new", "leader"): true, claimOf("peer", "u-peer", "leader"): true}
+	var names []string
+	for _, p := range staleHolders(pods, "u-new", "leader", recorded) {
+		names = append(names, p.Name)
+	}
+	if len(names) != 1 || names[0] != "old" {
+		t.Errorf("staleHolders = %v, want [old]: not the pod itself, not a recorded peer, not another lock's, not a standby", names)
+	}
+	if got := staleHolders(pods, "u-new", "leader", map[string]bool{}); len(got) != 2 {
+		t.Errorf("with an empty record every other holder of the lock is stale, got %d", len(got))
 	}
 }

@@ -41,15 +41,25 @@ import (
 // written in the same patch as the token annotation (markHolder); this file moves the label back
 // to standby.
 
-// podRole is the role label a live pod with the lock annotation should carry, given the phase of
-// its claim (empty while it has none): holder only while the claim holds and the pod is not
-// terminating. A terminating holder keeps its lock until its pod is gone (its containers may
-// still run), but no new traffic should reach it, so its label goes first.
-func podRole(terminating bool, phase locksv1alpha1.ClaimPhase) string {
-	if phase == locksv1alpha1.ClaimHeld && !terminating {
-		return locksv1alpha1.PodRoleHolder
+// staleHolders are the pods among pods (the namespace's pods labelled holder) that ask for lock
+// and still carry the holder label although the lock record (recorded: the claims that
+// status.holders names) no longer names their claim: their hold ended while they live (a lost
+// node, a lost or deleted claim). They lose the label before the next holder gets it (markHolder),
+// so that a Service never serves the old and the new holder at once. self, the pod about to be
+// labelled, is never stale.
+func staleHolders(pods []corev1.Pod, self types.UID, lock string, recorded map[string]bool) []*corev1.Pod {
+	var stale []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.UID == self || p.Annotations[locksv1alpha1.PodLockAnnotation] != lock ||
+			p.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
+			continue
+		}
+		if !recorded[locksv1alpha1.PodClaimName(p.Name, p.UID, lock)] {
+			stale = append(stale, p)
+		}
 	}
-	return locksv1alpha1.PodRoleStandby
+	return stale
 }
 
 // podDeletionCostAnnotation tells a ReplicaSet which of its pods to remove first when it scales
@@ -72,12 +82,8 @@ func needsDeletionCost(pod *corev1.Pod) bool {
 
 // lockWaitValid says whether the pod's lock-wait annotation is absent or one of its two values.
 func lockWaitValid(pod *corev1.Pod) bool {
-	switch v, set := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation]; {
-	case !set:
-		return true
-	default:
-		return v == locksv1alpha1.PodLockWaitGated || v == locksv1alpha1.PodLockWaitStandby
-	}
+	v, set := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation]
+	return !set || v == locksv1alpha1.PodLockWaitGated || v == locksv1alpha1.PodLockWaitStandby
 }
 
 // rolePatch is the strategic merge patch that sets the pod's role label, with the pod's UID as a
@@ -91,11 +97,45 @@ func rolePatch(uid types.UID, role string) ([]byte, error) {
 	})
 }
 
+// lockCacheBehind is how soon a pod whose claim holds is looked at again when the cached lock
+// record does not name its claim yet (the lock and claim caches are fed by separate watches,
+// and the engine writes the record first): the record is what says which other pods still hold.
+const lockCacheBehind = 100 * time.Millisecond
+
+// clearStaleHolders takes the holder label from the lock's other pods whose hold ended
+// (staleHolders) before pod, whose claim holds, is labelled holder: the two labels are written by
+// two reconciles of two pods, which nothing else orders. behind is true when the cached lock
+// record does not name claim yet, so that it cannot say who else holds; the caller looks again.
+func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (behind bool, err error) {
+	lock := &locksv1alpha1.DistributedLock{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: claim.Spec.LockName}, lock); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	recorded := map[string]bool{}
+	for _, h := range lock.Status.CurrentHolders() {
+		recorded[h.Claim] = true
+	}
+	if !recorded[claim.Name] {
+		return true, nil
+	}
+	labelled := &corev1.PodList{}
+	if err := r.List(ctx, labelled, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder}); err != nil {
+		return false, err
+	}
+	for _, p := range staleHolders(labelled.Items, pod.UID, claim.Spec.LockName, recorded) {
+		if err := r.markStandby(ctx, p, claim.Spec.LockName); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // markStandby labels the pod standby unless it already is. A pod that loses the holder role
 // ends a stretch of the lock with one holder fewer, which the failover clock starts timing.
 func (r *PodLockReconciler) markStandby(ctx context.Context, pod *corev1.Pod, lockName string) error {
-	was, labelled := pod.Labels[locksv1alpha1.PodRoleLabel]
-	if labelled && was == locksv1alpha1.PodRoleStandby {
+	was := pod.Labels[locksv1alpha1.PodRoleLabel]
+	if was == locksv1alpha1.PodRoleStandby {
 		return nil
 	}
 	if was == locksv1alpha1.PodRoleHolder && !seams.takesHolderRole(pod) {

@@ -181,6 +181,52 @@ var _ = Describe("Standby pods", func() {
 		Eventually(podEventReasons(ns, "a")).Should(ContainElement(locksv1alpha1.ReasonClaimDeleted))
 	})
 
+	It("takes the label from a pod whose hold ended before the next pod gets it, whatever order their reconciles run in", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		// A pod still labelled holder whose reconcile will never move its label: a Failed pod is
+		// left as it is, so only the next holder's reconcile can order the two writes.
+		stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old",
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: "leader",
+				locksv1alpha1.PodLockWaitAnnotation: locksv1alpha1.PodLockWaitStandby},
+			Labels: map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder}},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+		Expect(k8sClient.Create(ctx(), stale)).To(Succeed())
+		before := stale.DeepCopy()
+		stale.Status.Phase = corev1.PodFailed
+		Expect(k8sClient.Status().Patch(ctx(), stale, client.MergeFrom(before))).To(Succeed())
+
+		watcher, err := client.NewWithWatch(cfg, client.Options{Scheme: k8sClient.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		w, err := watcher.Watch(ctx(), &corev1.PodList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		newStandbyPod(ns, "new", "leader", locksv1alpha1.PodLockWaitStandby)
+
+		roles := map[string]string{}
+		most := 0
+		Eventually(func() map[string]string {
+			for {
+				select {
+				case e := <-w.ResultChan():
+					if p, ok := e.Object.(*corev1.Pod); ok {
+						roles[p.Name] = p.Labels[locksv1alpha1.PodRoleLabel]
+						n := 0
+						for _, r := range roles {
+							if r == locksv1alpha1.PodRoleHolder {
+								n++
+							}
+						}
+						most = max(most, n)
+					}
+				default:
+					return roles
+				}
+			}
+		}).Should(Equal(map[string]string{"old": locksv1alpha1.PodRoleStandby, "new": locksv1alpha1.PodRoleHolder}))
+		Expect(most).To(Equal(1), "the old label went before the new one came")
+	})
+
 	It("says so when lock-wait is neither Gated nor Standby, and waits as Gated", func() {
 		ns := newNamespace()
 		newLock(ns, "leader")

@@ -26,7 +26,7 @@ import corev1 "k8s.io/api/core/v1"
 var seams = struct {
 	// takesHolderRole says whether markStandby takes the role label holder from a pod that
 	// carries it: always, since markStandby runs only for a pod that no longer holds its lock
-	// or is terminating (podRole).
+	// or is terminating.
 	takesHolderRole func(pod *corev1.Pod) bool
 }{
 	takesHolderRole: func(*corev1.Pod) bool { return true },
