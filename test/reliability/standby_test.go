@@ -199,19 +199,7 @@ func (cl *claimant) loseNode(ctx context.Context, rec *claimRec, name string, po
 	if err := setNodeReady(ctx, cl.c, cl.node, corev1.ConditionUnknown); err != nil {
 		cl.errs("failing node %s: %v", cl.node, err)
 	}
-	tick := time.NewTicker(cl.ttl / 5)
-cutOff:
-	for {
-		write()
-		select {
-		case <-tick.C:
-		case <-rec.ended:
-			break cutOff
-		case <-cl.drain:
-			break cutOff
-		}
-	}
-	tick.Stop()
+	cl.writeUntilEnded(rec, cl.drain, write)
 	cl.zombie(rec, name, token, write)
 	if err := setNodeReady(ctx, cl.c, cl.node, corev1.ConditionTrue); err != nil {
 		cl.errs("restoring node %s: %v", cl.node, err)

@@ -338,19 +338,7 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		// made it lose the lock) or the workload ends.
 		close(cl.pinned)
 		cl.pinned = nil
-		tick := time.NewTicker(cl.ttl / 5)
-	slow:
-		for {
-			write()
-			select {
-			case <-tick.C:
-			case <-rec.ended:
-				break slow
-			case <-cl.stopNew:
-				break slow
-			}
-		}
-		tick.Stop()
+		cl.writeUntilEnded(rec, cl.stopNew, write)
 	} else {
 		for i := range cl.writes {
 			if i > 0 {
@@ -496,6 +484,23 @@ func (cl *claimant) createClaimed(ctx context.Context, name string) (*corev1.Pod
 		return nil, nil, nil
 	}
 	return pod, claim, rec
+}
+
+// writeUntilEnded is a holder that keeps working: it writes every TTL/5 until the controller
+// ends its claim (rec.ended) or stop closes, never told it may have lost the lock meanwhile.
+func (cl *claimant) writeUntilEnded(rec *claimRec, stop <-chan struct{}, write func()) {
+	tick := time.NewTicker(cl.ttl / 5)
+	defer tick.Stop()
+	for {
+		write()
+		select {
+		case <-tick.C:
+		case <-rec.ended:
+			return
+		case <-stop:
+			return
+		}
+	}
 }
 
 // zombie plays a holder that outlived its hold: if the controller ended the claim (Lost, or
