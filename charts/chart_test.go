@@ -191,6 +191,12 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"negative lost holds threshold", []string{"metrics.prometheusRule.lostHolds.threshold=-1"}, "at '/metrics/prometheusRule/lostHolds/threshold': minimum"},
 		{"empty severity", []string{"metrics.prometheusRule.renewalFailures.severity="}, "at '/metrics/prometheusRule/renewalFailures/severity'"},
 		{"dashboard label that is not a label", []string{"metrics.grafanaDashboard.sidecarLabel=grafana dashboard"}, "at '/metrics/grafanaDashboard/sidecarLabel'"},
+		{"workload kind without a version", []string{"workloads.extraKinds[0].apiVersion=example.com", "workloads.extraKinds[0].kind=Backup",
+			"workloads.extraKinds[0].resource=backups"}, "at '/workloads/extraKinds/0/apiVersion'"},
+		{"workload resource that is a kind", []string{"workloads.extraKinds[0].apiVersion=example.com/v1", "workloads.extraKinds[0].kind=Backup",
+			"workloads.extraKinds[0].resource=Backup"}, "at '/workloads/extraKinds/0/resource'"},
+		{"workload kind without its resource", []string{"workloads.extraKinds[0].apiVersion=example.com/v1", "workloads.extraKinds[0].kind=Backup"},
+			"missing property 'resource'"},
 		{"dashboard label value that is a number", []string{"metrics.grafanaDashboard.sidecarLabelValue=1"}, "at '/metrics/grafanaDashboard/sidecarLabelValue': got number, want string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -478,4 +484,55 @@ func TestEquivalentToKustomize(t *testing.T) {
 	kustObjs.get(t, "MutatingAdmissionPolicyBinding/lockwarden-pod-scheduling-gate", &kbinding)
 	g.Expect(kbinding.Spec.PolicyName).To(Equal(kmap.Name))
 	g.Expect(kbinding.Spec.MatchResources).To(Equal(cbinding.Spec.MatchResources))
+}
+
+// TestWorkloadKinds checks that the workloads values list the kinds to the manager and grant it
+// read access to exactly those, Jobs always.
+func TestWorkloadKinds(t *testing.T) {
+	rulesOn := func(objs objects) map[string][]string {
+		var role rbacv1.ClusterRole
+		objs.get(t, "ClusterRole/lw-lockwarden-manager", &role)
+		on := map[string][]string{}
+		for _, r := range role.Rules {
+			for _, group := range r.APIGroups {
+				for _, res := range r.Resources {
+					on[group+"/"+res] = r.Verbs
+				}
+			}
+		}
+		return on
+	}
+	kindsFlag := func(objs objects) string {
+		var d appsv1.Deployment
+		objs.get(t, "Deployment/lw-lockwarden", &d)
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(a, "--workload-kinds="); ok {
+				return v
+			}
+		}
+		return "(none)"
+	}
+	t.Run("Jobs by default", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t)
+		g.Expect(kindsFlag(objs)).To(Equal("batch/v1/Job"))
+		rules := rulesOn(objs)
+		g.Expect(rules).To(HaveKeyWithValue("batch/jobs", []string{"list", "watch"}))
+		g.Expect(rules).NotTo(HaveKey("tekton.dev/pipelineruns"))
+		g.Expect(rules).NotTo(HaveKey("argoproj.io/workflows"))
+	})
+	t.Run("Tekton, Argo Workflows and other kinds", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := render(t, "--set", "workloads.tekton=true", "--set", "workloads.argoWorkflows=true",
+			"--set", "workloads.extraKinds[0].apiVersion=example.com/v1", "--set", "workloads.extraKinds[0].kind=Backup",
+			"--set", "workloads.extraKinds[0].resource=backups",
+			"--set", "workloads.extraKinds[1].apiVersion=v1", "--set", "workloads.extraKinds[1].kind=ConfigMap",
+			"--set", "workloads.extraKinds[1].resource=configmaps")
+		g.Expect(kindsFlag(objs)).To(Equal("batch/v1/Job,tekton.dev/v1/PipelineRun,tekton.dev/v1/TaskRun," +
+			"argoproj.io/v1alpha1/Workflow,example.com/v1/Backup,v1/ConfigMap"))
+		rules := rulesOn(objs)
+		for _, res := range []string{"batch/jobs", "tekton.dev/pipelineruns", "tekton.dev/taskruns", "argoproj.io/workflows", "example.com/backups", "/configmaps"} {
+			g.Expect(rules).To(HaveKeyWithValue(res, []string{"list", "watch"}), res)
+		}
+	})
 }

@@ -54,8 +54,16 @@ const (
 	// (or lacks the label HeartbeatLabel, or spec.leaseDurationSeconds); the claim keeps its place
 	// and waits for it.
 	ReasonHeartbeatNotFound = "HeartbeatNotFound"
-	// ReasonHolderTerminated: the holder pod is gone, replaced or finished, or the holder's
-	// heartbeat Lease was deleted or not renewed in time, so the lock was released.
+	// ReasonWorkloadNotFound: the workload object named by spec.holder.object does not exist; the
+	// claim waits aside for it, as for a pod.
+	ReasonWorkloadNotFound = "WorkloadNotFound"
+	// ReasonWorkloadKindNotWatched: spec.holder.object names a kind that the install does not list
+	// among its workload kinds (the manager's --workload-kinds, the chart's workloads values), so
+	// the controller cannot tell when that object finishes: the claim fails.
+	ReasonWorkloadKindNotWatched = "WorkloadKindNotWatched"
+	// ReasonHolderTerminated: the holder pod is gone, replaced or finished, the holder's
+	// heartbeat Lease was deleted or not renewed in time, or the holder workload object finished,
+	// was deleted or replaced, so the lock was released.
 	ReasonHolderTerminated = "HolderTerminated"
 	// ReasonClaimDeleted: the claim is being deleted and the lock was released.
 	ReasonClaimDeleted = "ClaimDeleted"

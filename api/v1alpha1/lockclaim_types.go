@@ -23,6 +23,7 @@ import (
 
 // ClaimHolder says on whose behalf a lock is held.
 // +kubebuilder:validation:XValidation:rule="!(has(self.podName) && has(self.leaseName))",message="holder.podName and holder.leaseName cannot both be set: a pod's own liveness is its heartbeat"
+// +kubebuilder:validation:XValidation:rule="!(has(self.object) && (has(self.podName) || has(self.leaseName)))",message="holder.object cannot be set with holder.podName or holder.leaseName: a claim has one holder"
 type ClaimHolder struct {
 	// podName is the pod, in the claim's namespace, that holds the lock. The controller releases
 	// the lock as soon as that pod is gone, replaced (another UID) or finished. Immutable.
@@ -50,8 +51,20 @@ type ClaimHolder struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.leaseName is immutable; create a new LockClaim for another heartbeat"
 	LeaseName string `json:"leaseName,omitempty"`
 
+	// object is a workload object in the claim's namespace (a batch/v1 Job, a Tekton PipelineRun
+	// or TaskRun, an Argo Workflow, or another kind the install lists in its workload kinds) that
+	// holds the lock: the hold lasts while the object exists and has not finished. A Job finishes
+	// with its Complete or Failed condition, a PipelineRun or TaskRun when its Succeeded condition
+	// leaves Unknown, a Workflow in phase Succeeded, Failed or Error; other kinds only when they
+	// are deleted. A run that failed ends its hold without a release (the lock's lockDelaySeconds
+	// applies). A kind the install does not list fails the claim with reason
+	// WorkloadKindNotWatched. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="holder.object is immutable; create a new LockClaim for another object"
+	Object *HolderObject `json:"object,omitempty"`
+
 	// identity is the holder's identity on the backend; the pod's UID by default, else the
-	// claim's UID. Claims on one lock with the same identity share the hold (reentrancy): they get
+	// workload object's UID, else the claim's UID. Claims on one lock with the same identity share the hold (reentrancy): they get
 	// the same fencing token and the lock is released when the last of them goes. Immutable.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
@@ -61,7 +74,33 @@ type ClaimHolder struct {
 	Identity string `json:"identity,omitempty"`
 }
 
+// HolderObject names a workload object in the claim's namespace.
+type HolderObject struct {
+	// apiVersion is the object's group and version, as in its manifest (batch/v1,
+	// tekton.dev/v1, argoproj.io/v1alpha1). Only the group must match the install's listed kind:
+	// the controller reads the object through the version the install lists.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+
+	// kind is the object's kind (Job, PipelineRun, TaskRun, Workflow).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be a Kubernetes kind: letters and digits, starting with a capital (Job, PipelineRun, Workflow)"
+	Kind string `json:"kind"`
+
+	// name is the object's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="object.name must be an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	Name string `json:"name"`
+}
+
 // LockClaimSpec asks for a lock.
+// +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.object)) == (has(oldSelf.holder) && has(oldSelf.holder.object))",message="holder.object is immutable; create a new LockClaim for another object"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.podName)) == (has(oldSelf.holder) && has(oldSelf.holder.podName))",message="holder.podName is immutable; create a new LockClaim for another pod"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.leaseName)) == (has(oldSelf.holder) && has(oldSelf.holder.leaseName))",message="holder.leaseName is immutable; create a new LockClaim for another heartbeat"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.identity)) == (has(oldSelf.holder) && has(oldSelf.holder.identity))",message="holder.identity is immutable; create a new LockClaim instead"
@@ -154,6 +193,12 @@ type LockClaimStatus struct {
 	// with another UID is a replacement, so the lock is not held for it.
 	// +optional
 	PodUID types.UID `json:"podUID,omitempty"`
+
+	// objectUID is the UID of the holder workload object (spec.holder.object) when the controller
+	// first saw it. An object of the same name with another UID is a new run, so the lock is not
+	// held for it.
+	// +optional
+	ObjectUID types.UID `json:"objectUID,omitempty"`
 
 	// fencingToken is the token issued when this claim was granted. Pass it to the resource the
 	// lock protects.

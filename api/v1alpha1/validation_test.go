@@ -141,6 +141,34 @@ spec:
   lockName: db
   holder: {podName: web-0, leaseName: web-0-beat}
 `, `spec.holder: Invalid value: holder.podName and holder.leaseName cannot both be set: a pod's own liveness is its heartbeat`),
+		Entry("a claim with both a holder pod and a holder object", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {podName: web-0, object: {apiVersion: batch/v1, kind: Job, name: migrate}}
+`, `spec.holder: Invalid value: holder.object cannot be set with holder.podName or holder.leaseName: a claim has one holder`),
+		Entry("a claim with both a heartbeat Lease and a holder object", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {leaseName: beat, object: {apiVersion: batch/v1, kind: Job, name: migrate}}
+`, `spec.holder: Invalid value: holder.object cannot be set with holder.podName or holder.leaseName: a claim has one holder`),
+		Entry("a claim whose holder object names a resource, not a kind", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {object: {apiVersion: batch/v1, kind: jobs, name: migrate}}
+`, `spec.holder.object.kind: Invalid value: "jobs": kind must be a Kubernetes kind: letters and digits, starting with a capital (Job, PipelineRun, Workflow)`),
+		Entry("a claim whose holder object's name is not an object name", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {object: {apiVersion: batch/v1, kind: Job, name: Migrate_1}}
+`, `spec.holder.object.name: Invalid value: "Migrate_1": object.name must be an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`),
 		Entry("a claim with a negative wait timeout", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim
@@ -455,6 +483,13 @@ spec:
   lockName: db
   holder: {leaseName: job-beat}
 `
+	const objectClaim = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  holder: {object: {apiVersion: batch/v1, kind: Job, name: migrate}}
+`
 	const lock = `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: DistributedLock
@@ -477,6 +512,7 @@ spec:
 		podNameImmutable   = "holder.podName is immutable; create a new LockClaim for another pod"
 		leaseNameImmutable = "holder.leaseName is immutable; create a new LockClaim for another heartbeat"
 		identityImmutable  = "holder.identity is immutable; create a new LockClaim instead"
+		objectImmutable    = "holder.object is immutable; create a new LockClaim for another object"
 		keyImmutable       = "key is immutable; create a new DistributedLock to use another key"
 		backendImmutable   = `spec.backendRef: Invalid value: backendRef is immutable; create a new DistributedLock to use another backend`
 	)
@@ -498,6 +534,12 @@ spec:
 			`spec: Invalid value: `+leaseNameImmutable),
 		Entry("a heartbeat Lease added to a detached claim", detachedClaim, set("job-beat", "spec", "holder", "leaseName"),
 			`spec: Invalid value: `+leaseNameImmutable),
+		Entry("a claim's holder object", objectClaim, set("other", "spec", "holder", "object", "name"),
+			`spec.holder.object: Invalid value: `+objectImmutable),
+		Entry("a claim's holder object removed", objectClaim, remove("spec", "holder", "object"),
+			`spec: Invalid value: `+objectImmutable),
+		Entry("a holder object added to a detached claim", detachedClaim, set(map[string]any{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate"}, "spec", "holder", "object"),
+			`spec: Invalid value: `+objectImmutable),
 		Entry("a claim's holder identity", claim, set("someone-else", "spec", "holder", "identity"),
 			`spec.holder.identity: Invalid value: "someone-else": `+identityImmutable),
 		Entry("a claim's mode", claim, set("Exclusive", "spec", "mode"),

@@ -51,6 +51,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/memlimit"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/version"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // defaultClaimWorkers is --claim-workers' default. A lock pass mostly waits for the API server to
@@ -82,6 +83,8 @@ type options struct {
 	burst            int
 	workers          int
 	memLimitRatio    float64
+	workloadKinds    string
+	workloads        *workloads.Registry
 	printVersion     bool
 	zap              zap.Options
 }
@@ -157,6 +160,11 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.9,
 		"Set Go's soft memory limit to this share of the container's memory limit (read from its cgroup), so that the garbage collector "+
 			"works harder before the kernel would kill the process; 0 leaves it unset. GOMEMLIMIT in the environment takes precedence.")
+	fs.StringVar(&o.workloadKinds, "workload-kinds", workloads.DefaultKinds,
+		"Workload kinds whose objects may hold locks (a LockClaim's spec.holder.object, the lock annotation on the object), comma-separated "+
+			"group/version/Kind: batch/v1/Job, tekton.dev/v1/PipelineRun, tekton.dev/v1/TaskRun, argoproj.io/v1alpha1/Workflow, or any other kind, "+
+			"which then holds until it is deleted. The controller watches each (it needs get, list and watch on them, and patch to resume suspended ones); "+
+			"a claim naming a kind not listed fails with reason WorkloadKindNotWatched. Empty: none.")
 	fs.BoolVar(&o.printVersion, "version", false, "Print the version, git commit and Go version, and exit.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
@@ -166,6 +174,10 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.leaderElectionNS == "" {
 		o.leaderElectionNS = o.secretNamespace
+	}
+	var err error
+	if o.workloads, err = workloads.Parse(o.workloadKinds); err != nil {
+		return o, fmt.Errorf("--workload-kinds: %w", err)
 	}
 	// client-go's leader election refuses other orders, with a less helpful message and only
 	// once the manager starts.
@@ -263,7 +275,7 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(),
+		Cache:                   controller.CacheOptions(o.workloads),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -337,7 +349,8 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithFactory(locksv1alpha1.BackendSQL, sqlbackend.NewFactory(sqlbackend.WithClock(clk))),
 		registry.WithWrapper(m.Instrument),
 	)
-	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace}
+	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace,
+		Workloads: o.workloads}
 	if o.leaderElect {
 		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
 		// leader gives up after renewDeadline without a renewal. A stall longer than the

@@ -46,6 +46,8 @@ func TestLeaderElectionTimings(t *testing.T) {
 		{[]string{"--leader-election-lease-duration=10s"}, "--leader-election-lease-duration (10s) must be longer than --leader-election-renew-deadline (10s)"},
 		{[]string{"--leader-election-renew-deadline=2s"}, "--leader-election-renew-deadline (2s) must be longer than 1.2 × --leader-election-retry-period (2s)"},
 		{[]string{"--leader-election-retry-period=0s"}, "--leader-election-retry-period must be positive"},
+		{[]string{"--workload-kinds=batch/Job"}, `--workload-kinds: workload kind "batch/Job" is not group/version/Kind (e.g. batch/v1/Job, tekton.dev/v1/PipelineRun)`},
+		{[]string{"--workload-kinds=batch/v1/jobs"}, `--workload-kinds: workload kind "batch/v1/jobs": the kind "jobs" must start with a capital letter`},
 	} {
 		_, err := parseFlags(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

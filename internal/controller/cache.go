@@ -23,11 +23,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // CacheOptions are the manager's cache options: what the informers keep of each object. Two
@@ -38,16 +41,22 @@ import (
 // the controller's own Leases (key ledger, built-in backend, leader election) are read from the
 // API server, never from the cache. Every Node is cached (holders' nodes, holderNodeLossSeconds),
 // each reduced to its name and Ready condition: a few hundred bytes a node, whatever images
-// and addresses it lists.
-func CacheOptions() cache.Options {
-	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:           {Transform: trimPod},
-			&corev1.Node{}:          {Transform: trimNode},
-			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
-		},
+// and addresses it lists. Every object of the listed workload kinds is cached, each reduced to
+// what says whether it waits suspended and how far it has run (trimWorkload): a Job's pod
+// template or a PipelineRun's inline pipeline can be large. kinds must be the ones the
+// controllers are set up with (Options.Workloads).
+func CacheOptions(kinds *workloads.Registry) cache.Options {
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}:           {Transform: trimPod},
+		&corev1.Node{}:          {Transform: trimNode},
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
 	}
+	for _, k := range kinds.Kinds() {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(k.GVK)
+		byObject[obj] = cache.ByObject{Transform: trimWorkload}
+	}
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}
 }
 
 // lockAnnotationPrefix is the prefix of every annotation lockwarden reads or writes on a Pod.
@@ -124,4 +133,59 @@ func trimNode(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: node.Name, ResourceVersion: node.ResourceVersion},
 		Status:     corev1.NodeStatus{Conditions: conditions},
 	}, nil
+}
+
+// trimWorkload keeps of a workload object what the lock engine and the workload controller read:
+// its identity, resourceVersion, creation and deletion, owners, its lockwarden annotations, the
+// fields of its suspended state (spec.suspend of a Job or Workflow, spec.status of a
+// PipelineRun), and the status that says how far it has run (conditions' type, status and
+// reason; phase; startTime). Like a trimmed Pod, a trimmed object is only ever patched with a
+// patch that names what it changes, never updated.
+func trimWorkload(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	trimmed := &unstructured.Unstructured{Object: map[string]any{}}
+	trimmed.SetAPIVersion(u.GetAPIVersion())
+	trimmed.SetKind(u.GetKind())
+	trimmed.SetName(u.GetName())
+	trimmed.SetNamespace(u.GetNamespace())
+	trimmed.SetUID(u.GetUID())
+	trimmed.SetResourceVersion(u.GetResourceVersion())
+	trimmed.SetGeneration(u.GetGeneration())
+	trimmed.SetCreationTimestamp(u.GetCreationTimestamp())
+	trimmed.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	trimmed.SetOwnerReferences(u.GetOwnerReferences())
+	var annotations map[string]string
+	for k, v := range u.GetAnnotations() {
+		if strings.HasPrefix(k, lockAnnotationPrefix) {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
+	}
+	trimmed.SetAnnotations(annotations)
+	for _, path := range [][]string{{"spec", "suspend"}, {"spec", "status"}, {"status", "phase"}, {"status", "startTime"}} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found {
+			_ = unstructured.SetNestedField(trimmed.Object, runtime.DeepCopyJSONValue(v), path...)
+		}
+	}
+	if conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
+		kept := make([]any, 0, len(conds))
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok {
+				c := map[string]any{}
+				for _, f := range []string{"type", "status", "reason"} {
+					if v, ok := m[f].(string); ok {
+						c[f] = v
+					}
+				}
+				kept = append(kept, c)
+			}
+		}
+		_ = unstructured.SetNestedSlice(trimmed.Object, kept, "status", "conditions")
+	}
+	return trimmed, nil
 }

@@ -22,6 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -143,4 +144,53 @@ func TestTrimNode(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(full.Status.Conditions).To(HaveLen(2), "the informer's object is not modified in place")
+}
+
+func TestTrimWorkload(t *testing.T) {
+	g := NewWithT(t)
+	full := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "batch/v1",
+		"kind":       "Job",
+		"metadata": map[string]any{
+			"name": "migrate", "namespace": "apps", "uid": "u1", "resourceVersion": "42", "generation": int64(3),
+			"creationTimestamp": "2026-12-04T10:00:00Z",
+			"labels":            map[string]any{"app": "db"},
+			"annotations": map[string]any{
+				locksv1alpha1.PodLockAnnotation: "db", "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+			},
+			"ownerReferences": []any{map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c1"}},
+			"managedFields":   []any{map[string]any{"manager": "kubectl"}},
+		},
+		"spec": map[string]any{
+			"suspend": true, "parallelism": int64(2),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "migrate"}}}},
+		},
+		"status": map[string]any{
+			"startTime": "2026-12-04T10:00:01Z", "active": int64(2),
+			"conditions": []any{map[string]any{"type": "Complete", "status": "True", "reason": "CompletionsReached",
+				"message": "Reached expected number of succeeded pods", "lastProbeTime": "2026-12-04T10:05:00Z"}},
+		},
+	}}
+	out, err := trimWorkload(full)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.(*unstructured.Unstructured).Object).To(Equal(map[string]any{
+		"apiVersion": "batch/v1",
+		"kind":       "Job",
+		"metadata": map[string]any{
+			"name": "migrate", "namespace": "apps", "uid": "u1", "resourceVersion": "42", "generation": int64(3),
+			"creationTimestamp": "2026-12-04T10:00:00Z",
+			"annotations":       map[string]any{locksv1alpha1.PodLockAnnotation: "db"},
+			"ownerReferences":   []any{map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c1"}},
+		},
+		"spec": map[string]any{"suspend": true},
+		"status": map[string]any{
+			"startTime":  "2026-12-04T10:00:01Z",
+			"conditions": []any{map[string]any{"type": "Complete", "status": "True", "reason": "CompletionsReached"}},
+		},
+	}))
+
+	tombstone := toolscache.DeletedFinalStateUnknown{Key: "apps/migrate", Obj: full}
+	kept, err := trimWorkload(tombstone)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kept).To(Equal(tombstone), "a tombstone is left as it is")
 }

@@ -76,6 +76,12 @@ package controller
 // nodes.
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
+// Workload objects (spec.holder.object): the cache watches each kind of --workload-kinds, keeping
+// of each object only what says whether it waits suspended and how far it has run; a claim's hold
+// ends when its object finishes or is deleted. Jobs are the default kind; the chart grants the
+// other kinds it is told to list (Tekton, Argo Workflows, others) in rules of its own.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch
+
 // Namespaces: a LockBackend's namespaceSelector is matched against namespace labels, read through
 // the cache (the informer starts the first time a backend with a selector is used).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Options are what Setup needs besides the manager.
@@ -52,6 +54,9 @@ type Options struct {
 	// Namespace is the controller's own namespace, where the key ledger keeps its Leases
 	// (keyledger); the built-in backend's session Lease lives there too.
 	Namespace string
+	// Workloads are the workload kinds whose objects may hold locks (nil: none); the manager's
+	// cache must be made with the same (CacheOptions).
+	Workloads *workloads.Registry
 }
 
 // Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
@@ -76,8 +81,12 @@ func Setup(mgr manager.Manager, o Options) error {
 			return fmt.Errorf("adding the leader guard: %w", err)
 		}
 	}
+	if err := checkWorkloadKinds(mgr.GetRESTMapper(), o.Workloads); err != nil {
+		return err
+	}
 	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace}); err != nil {
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
+		Workloads: o.Workloads}); err != nil {
 		return err
 	}
 	if err := (&LockClaimReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -104,4 +113,17 @@ func eventInstance() string {
 		return h
 	}
 	return "lockwarden"
+}
+
+// checkWorkloadKinds says, before anything starts, which listed workload kind the cluster does
+// not serve: a watch of it would only time out the manager's start with a message that names no
+// kind.
+func checkWorkloadKinds(mapper meta.RESTMapper, kinds *workloads.Registry) error {
+	for _, k := range kinds.Kinds() {
+		if _, err := mapper.RESTMapping(k.GVK.GroupKind(), k.GVK.Version); err != nil {
+			return fmt.Errorf("workload kind %s is not served by this cluster (install its CRDs first, or leave it out of --workload-kinds, "+
+				"the chart's workloads values): %w", k, err)
+		}
+	}
+	return nil
 }

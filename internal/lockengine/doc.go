@@ -19,8 +19,8 @@ limitations under the License.
 //
 // A pass (Reconciler.Reconcile, reconciler.go) loads what it works from into its scope (scope.go:
 // the lock, its claims, their pods, the holder pods' Nodes when the lock sets
-// holderNodeLossSeconds, and heartbeat Leases from the cache, the backend session and the key
-// ledger's verdict), then runs its steps in order:
+// holderNodeLossSeconds, heartbeat Leases, and holder workload objects (workloads.go) from the
+// cache, the backend session and the key ledger's verdict), then runs its steps in order:
 //
 //  1. endHolds (holds.go): which claims of the lock record go on holding, which let go and how
 //     (decide.go's holderEnding), the backend release once no claim shares a hold, resuming a

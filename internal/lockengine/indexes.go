@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Field indexes that let watches wake exactly the objects that care.
@@ -36,6 +37,8 @@ const (
 	indexClaimPod = "spec.holder.podName"
 	// indexClaimLease indexes LockClaims by spec.holder.leaseName.
 	indexClaimLease = "spec.holder.leaseName"
+	// indexClaimObject indexes LockClaims by spec.holder.object, as workloads.RefKeyOf spells it.
+	indexClaimObject = "spec.holder.object"
 	// indexLockBackend indexes DistributedLocks by the name of their backend.
 	indexLockBackend = "spec.backendRef.name"
 	// indexPodNode indexes Pods by spec.nodeName: a Node whose Ready condition changes wakes the
@@ -64,6 +67,14 @@ var fieldIndexes = []fieldIndex{
 	{&locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
 		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.LeaseName != "" {
 			return []string{h.LeaseName}
+		}
+		return nil
+	}},
+	{&locksv1alpha1.LockClaim{}, indexClaimObject, func(o client.Object) []string {
+		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.Object != nil {
+			if key := workloads.RefKeyOf(h.Object.APIVersion, h.Object.Kind, h.Object.Name); key != "" {
+				return []string{key}
+			}
 		}
 		return nil
 	}},

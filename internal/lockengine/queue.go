@@ -74,6 +74,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
 			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
 		v = s.judgeHeartbeat(c, v)
+		v = s.judgeObject(c, v)
 		switch {
 		case v.end != nil:
 			endWait(c, v.end, s.now)

@@ -49,6 +49,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/renewal"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Reconciler is the one writer of each lock (DESIGN.md §3, "One writer per lock"): a work queue
@@ -76,6 +77,12 @@ type Reconciler struct {
 	Guard *leaderguard.Guard
 	// Keys records which lock owns each backend key.
 	Keys *keyledger.Ledger
+	// Workloads are the workload kinds whose objects may hold locks (spec.holder.object); nil
+	// for none. Each is watched, and a claim naming any other kind fails.
+	Workloads *workloads.Registry
+	// WorkloadCache reads workload objects: the manager's cache, since the manager's client
+	// reads unstructured objects from the API server itself.
+	WorkloadCache client.Reader
 
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
@@ -182,14 +189,15 @@ func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
 
 // SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
 // deletion, a phase change), their pods (a dead holder is released at once), the Nodes of those
-// pods (a change of Ready, for locks that set holderNodeLossSeconds) and heartbeat Leases, its
-// backend, and the Renewer's and backends' news.
+// pods (a change of Ready, for locks that set holderNodeLossSeconds), heartbeat Leases and the
+// listed workload kinds (a holder object that finishes), its backend, and the Renewer's and
+// backends' news.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.prepare()
 	if err := mgr.Add(r.refresh); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
@@ -198,7 +206,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.locksOfNode), builder.WithPredicates(nodeReadyChanged())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
-		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{})).
+		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{}))
+	return r.watchWorkloads(b).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).
 		Named("distributedlock").
 		Complete(r)
@@ -234,7 +243,7 @@ func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 
 // locksOfPod maps a pod to the locks of the claims held or queued for it.
 func (r *Reconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
-	return r.locksOfClaimsNaming(ctx, o, indexClaimPod)
+	return r.locksOfClaimsNaming(ctx, o, indexClaimPod, o.GetName())
 }
 
 // locksOfNode maps a Node to the locks that judge holders by their node (holderNodeLossSeconds)
@@ -262,10 +271,10 @@ func (r *Reconciler) locksOfNode(ctx context.Context, o client.Object) []ctrl.Re
 }
 
 // locksOfClaimsNaming maps an object to the locks of the claims of its namespace whose index
-// field (indexClaimPod, indexClaimLease) names it, each lock once.
-func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index string) []ctrl.Request {
+// field (indexClaimPod, indexClaimLease, indexClaimObject) is key, each lock once.
+func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index, key string) []ctrl.Request {
 	list := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}); err != nil {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -295,5 +304,5 @@ func (r *Reconciler) locksOfBackend(ctx context.Context, o client.Object) []ctrl
 
 // locksOfLease maps a heartbeat Lease to the locks of the claims that name it.
 func (r *Reconciler) locksOfLease(ctx context.Context, o client.Object) []ctrl.Request {
-	return r.locksOfClaimsNaming(ctx, o, indexClaimLease)
+	return r.locksOfClaimsNaming(ctx, o, indexClaimLease, o.GetName())
 }

@@ -79,6 +79,8 @@ type passRead struct {
 	nodes map[string]*corev1.Node
 	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
 	heartbeats map[string]heartbeat.Verdict
+	// objects are the holder workload objects that claims name, by holderObjectKey (workloads.go).
+	objects map[string]heldObject
 	// backend is the lock's backend session; nil when it cannot be used now.
 	backend backends.Backend
 	// backendName names the lock's LockBackend.
@@ -159,6 +161,8 @@ func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
 		return string(c.Status.PodUID)
 	case h != nil && h.PodName != "" && s.pods[h.PodName] != nil:
 		return string(s.pods[h.PodName].UID)
+	case h != nil && h.Object != nil && c.Status.ObjectUID != "":
+		return string(c.Status.ObjectUID)
 	}
 	return string(c.UID)
 }
@@ -224,12 +228,15 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 }
 
 // podVerdict is the liveness of the holder of c, a claim that holds: of its pod (and of the pod's
-// node, when the lock sets holderNodeLossSeconds), or of its heartbeat Lease; Alive for a
-// detached claim without one.
+// node, when the lock sets holderNodeLossSeconds), of its heartbeat Lease, or of its workload
+// object; Alive for a detached claim without one.
 func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
 	h := c.Spec.Holder
 	if h != nil && h.LeaseName != "" {
 		return s.heartbeatVerdict(c)
+	}
+	if h != nil && h.Object != nil {
+		return s.objectVerdict(c)
 	}
 	if h == nil || h.PodName == "" {
 		return podliveness.Verdict{Alive: true}
@@ -373,6 +380,9 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 			if err := r.loadNode(ctx, s, c); err != nil {
 				return err
 			}
+		}
+		if err := r.loadObject(ctx, s, c); err != nil {
+			return err
 		}
 		return r.loadHeartbeat(ctx, s, c)
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/renewal"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Options are what the engine needs besides the manager.
@@ -48,6 +49,8 @@ type Options struct {
 	Guard *leaderguard.Guard
 	// Namespace is the controller's own namespace, where the key ledger keeps its Leases.
 	Namespace string
+	// Workloads are the workload kinds whose objects may hold locks (nil: none).
+	Workloads *workloads.Registry
 }
 
 // Setup registers the field indexes, the Renewer, the session bridge and the lock reconciler
@@ -69,6 +72,8 @@ func Setup(mgr manager.Manager, o Options) error {
 		Metrics:                 o.Metrics,
 		Clock:                   clk,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		Workloads:               o.Workloads,
+		WorkloadCache:           mgr.GetCache(),
 		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
 	}
 	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.

@@ -85,3 +85,54 @@ app.kubernetes.io/component: controller
 {{- define "lockwarden.metricsCertPath" -}}
 /etc/lockwarden/metrics-tls
 {{- end }}
+
+{{/*
+The workload kinds the manager watches (--workload-kinds): Jobs always, then the optional ones.
+*/}}
+{{- define "lockwarden.workloadKinds" -}}
+{{- $kinds := list "batch/v1/Job" -}}
+{{- if .Values.workloads.tekton -}}
+{{- $kinds = concat $kinds (list "tekton.dev/v1/PipelineRun" "tekton.dev/v1/TaskRun") -}}
+{{- end -}}
+{{- if .Values.workloads.argoWorkflows -}}
+{{- $kinds = append $kinds "argoproj.io/v1alpha1/Workflow" -}}
+{{- end -}}
+{{- range .Values.workloads.extraKinds -}}
+{{- $kinds = append $kinds (printf "%s/%s" .apiVersion .kind) -}}
+{{- end -}}
+{{- join "," $kinds -}}
+{{- end -}}
+
+{{/*
+The manager's rules on the optional workload kinds (Jobs' are in the generated rules).
+*/}}
+{{- define "lockwarden.rules.workloads" -}}
+{{- if .Values.workloads.tekton }}
+- apiGroups:
+  - tekton.dev
+  resources:
+  - pipelineruns
+  - taskruns
+  verbs:
+  - list
+  - watch
+{{- end }}
+{{- if .Values.workloads.argoWorkflows }}
+- apiGroups:
+  - argoproj.io
+  resources:
+  - workflows
+  verbs:
+  - list
+  - watch
+{{- end }}
+{{- range .Values.workloads.extraKinds }}
+- apiGroups:
+  - {{ (regexFind "^.*/" .apiVersion | trimSuffix "/") | quote }}
+  resources:
+  - {{ .resource }}
+  verbs:
+  - list
+  - watch
+{{- end }}
+{{- end -}}

@@ -50,6 +50,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Scheme has the Kubernetes and lockwarden types.
@@ -184,6 +185,9 @@ type ManagerOptions struct {
 	// Lease name and timings, and the Lease given up on Stop. (The leader guard is left out: it
 	// sends no request, and on a loaded test machine a long pause would stop the manager.)
 	LeaderElectionNamespace string
+	// WorkloadKinds are the workload kinds whose objects may hold locks, as --workload-kinds
+	// spells them; empty: the manager's default (Jobs).
+	WorkloadKinds string
 	// ControllersStartAfter holds back the start of every controller (not the Renewer, the
 	// session bridge or other runnables) by this long once the manager leads, as on a large
 	// cluster a new leader's controllers wait until their caches have seen every object.
@@ -206,7 +210,14 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		mcfg.QPS = o.QPS
 	}
 	scheme := Scheme()
-	opts := ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	if o.WorkloadKinds == "" {
+		o.WorkloadKinds = workloads.DefaultKinds
+	}
+	kinds, err := workloads.Parse(o.WorkloadKinds)
+	if err != nil {
+		return nil, err
+	}
+	opts := ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(kinds), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	if o.Restartable {
 		opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 	}
@@ -250,7 +261,8 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		setupMgr = lateControllers{Manager: mgr, after: o.ControllersStartAfter}
 	}
 	err = controller.Setup(setupMgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
-		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace})
+		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace,
+		Workloads: kinds})
 	if err != nil {
 		return nil, err
 	}
