@@ -517,7 +517,7 @@ func TestWorkloadKinds(t *testing.T) {
 		objs := render(t)
 		g.Expect(kindsFlag(objs)).To(Equal("batch/v1/Job"))
 		rules := rulesOn(objs)
-		g.Expect(rules).To(HaveKeyWithValue("batch/jobs", []string{"list", "watch"}))
+		g.Expect(rules).To(HaveKeyWithValue("batch/jobs", []string{"list", "patch", "watch"}))
 		g.Expect(rules).NotTo(HaveKey("tekton.dev/pipelineruns"))
 		g.Expect(rules).NotTo(HaveKey("argoproj.io/workflows"))
 	})
@@ -531,7 +531,10 @@ func TestWorkloadKinds(t *testing.T) {
 		g.Expect(kindsFlag(objs)).To(Equal("batch/v1/Job,tekton.dev/v1/PipelineRun,tekton.dev/v1/TaskRun," +
 			"argoproj.io/v1alpha1/Workflow,example.com/v1/Backup,v1/ConfigMap"))
 		rules := rulesOn(objs)
-		for _, res := range []string{"batch/jobs", "tekton.dev/pipelineruns", "tekton.dev/taskruns", "argoproj.io/workflows", "example.com/backups", "/configmaps"} {
+		for _, res := range []string{"batch/jobs", "tekton.dev/pipelineruns", "argoproj.io/workflows"} {
+			g.Expect(rules).To(HaveKeyWithValue(res, []string{"list", "patch", "watch"}), res)
+		}
+		for _, res := range []string{"tekton.dev/taskruns", "example.com/backups", "/configmaps"} {
 			g.Expect(rules).To(HaveKeyWithValue(res, []string{"list", "watch"}), res)
 		}
 	})

@@ -56,6 +56,14 @@ const (
 	PodRoleLabel = "locks.lockwarden.io/role"
 	// PodClaimLabel on a LockClaim created from a pod annotation names that pod.
 	PodClaimLabel = "locks.lockwarden.io/pod"
+	// LockWaitTimeoutAnnotation, beside PodLockAnnotation on a workload object, bounds how long
+	// its claim waits (the claim's spec.waitTimeoutSeconds; 0 takes the lock only if it is free).
+	// A value that is not a whole number of seconds from 0 up gets no claim and a Warning event
+	// InvalidLockWaitTimeoutAnnotation.
+	LockWaitTimeoutAnnotation = "locks.lockwarden.io/lock-wait-timeout-seconds"
+	// WorkloadClaimLabel on a LockClaim created from a workload object's annotation names that
+	// object (its name, cut to 63 characters; the claim's spec.holder.object names it in full).
+	WorkloadClaimLabel = "locks.lockwarden.io/workload"
 
 	// HeartbeatLabel, with the value "true", marks a coordination.k8s.io Lease that a LockClaim's
 	// spec.holder.leaseName may name. The controller caches and watches only Leases with it, so
@@ -94,4 +102,12 @@ func PodClaimName(pod string, uid types.UID, lock string) string {
 		base = strings.TrimRight(base[:maxBase], "-.")
 	}
 	return base + "-" + suffix
+}
+
+// WorkloadClaimName is the name of the claim the controller makes for a workload object (name,
+// with UID uid) annotated with lock: the pod claim's rule, so that a Job and a pod of the same
+// name and lock never share a name (their UIDs differ) and a new run of the same name gets a new
+// claim.
+func WorkloadClaimName(name string, uid types.UID, lock string) string {
+	return PodClaimName(name, uid, lock)
 }

@@ -78,9 +78,12 @@ package controller
 
 // Workload objects (spec.holder.object): the cache watches each kind of --workload-kinds, keeping
 // of each object only what says whether it waits suspended and how far it has run; a claim's hold
-// ends when its object finishes or is deleted. Jobs are the default kind; the chart grants the
-// other kinds it is told to list (Tekton, Argo Workflows, others) in rules of its own.
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch
+// ends when its object finishes or is deleted. patch is needed for one write only, on objects that
+// ask for a lock by annotation and wait suspended: once their claim holds, one UID-preconditioned
+// merge patch adds the fencing-token and holder annotations and lets the run start. Jobs are the
+// default kind; the chart grants the other kinds it is told to list (Tekton, Argo Workflows,
+// others) in rules of its own.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
 
 // Namespaces: a LockBackend's namespaceSelector is matched against namespace labels, read through
 // the cache (the informer starts the first time a backend with a selector is used).

@@ -96,6 +96,15 @@ func Setup(mgr manager.Manager, o Options) error {
 		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
+	for _, kind := range o.Workloads.Kinds() {
+		if !kind.Suspendable() {
+			continue // it holds only through claims that name it
+		}
+		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Kind: kind, Recorder: recorder,
+			Guard: o.Guard}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
+		}
+	}
 	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the holder eviction controller: %w", err)
 	}

@@ -34,7 +34,14 @@ import (
 // status as the Job controller would.
 func newJob(ns, name string) *batchv1.Job {
 	GinkgoHelper()
-	job := &batchv1.Job{
+	job := newJobObject(ns, name)
+	Expect(k8sClient.Create(ctx(), job)).To(Succeed())
+	return job
+}
+
+// newJobObject is a suspended Job of one container, not created yet.
+func newJobObject(ns, name string) *batchv1.Job {
+	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: batchv1.JobSpec{
 			Suspend: ptr.To(true),
@@ -44,8 +51,6 @@ func newJob(ns, name string) *batchv1.Job {
 			}},
 		},
 	}
-	Expect(k8sClient.Create(ctx(), job)).To(Succeed())
-	return job
 }
 
 // finishJob gives a Job the conditions the Job controller writes when it ends: cond (Complete or

@@ -93,3 +93,15 @@ func ResumePatch(k Kind, uid types.UID, token, holder string) ([]byte, error) {
 		"spec":     spec,
 	})
 }
+
+// TokenPatch is the JSON merge patch that gives a running object (UID uid) its fencing token and
+// holder identity, and nothing else: an object created running (not suspended) is not resumed,
+// and a running Job's pod template may not change.
+func TokenPatch(uid types.UID, token, holder string) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid, "annotations": map[string]any{
+			locksv1alpha1.PodFencingTokenAnnotation: token,
+			locksv1alpha1.PodHolderAnnotation:       holder,
+		}},
+	})
+}

@@ -104,7 +104,8 @@ The workload kinds the manager watches (--workload-kinds): Jobs always, then the
 {{- end -}}
 
 {{/*
-The manager's rules on the optional workload kinds (Jobs' are in the generated rules).
+The manager's rules on the optional workload kinds (Jobs' are in the generated rules): read, and
+patch for the kinds that wait suspended for a lock (PipelineRuns, Workflows).
 */}}
 {{- define "lockwarden.rules.workloads" -}}
 {{- if .Values.workloads.tekton }}
@@ -112,6 +113,13 @@ The manager's rules on the optional workload kinds (Jobs' are in the generated r
   - tekton.dev
   resources:
   - pipelineruns
+  verbs:
+  - list
+  - patch
+  - watch
+- apiGroups:
+  - tekton.dev
+  resources:
   - taskruns
   verbs:
   - list
@@ -124,6 +132,7 @@ The manager's rules on the optional workload kinds (Jobs' are in the generated r
   - workflows
   verbs:
   - list
+  - patch
   - watch
 {{- end }}
 {{- range .Values.workloads.extraKinds }}

@@ -30,6 +30,7 @@
   - jobs
   verbs:
   - list
+  - patch
   - watch
 - apiGroups:
   - coordination.k8s.io

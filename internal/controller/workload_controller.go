@@ -1,0 +1,304 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/leaderguard"
+	"github.com/lockwarden/lockwarden/internal/workloads"
+)
+
+// WorkloadLockReconciler serves workload objects of one kind that ask for a lock by annotation
+// (DESIGN.md §3 Workloads): a Job, a Tekton PipelineRun or an Argo Workflow annotated
+// locks.lockwarden.io/lock gets a claim held by the object and owned by it, waits in its own
+// suspended state (a Job's spec.suspend, which the admission policy sets at creation), and is
+// resumed, with its fencing token, once the claim holds. The lock engine decides the rest: the
+// hold ends when the object finishes or is deleted.
+type WorkloadLockReconciler struct {
+	client.Client
+	// Cache reads the objects of Kind: the manager's cache, since the manager's client reads
+	// unstructured objects from the API server itself.
+	Cache client.Reader
+	// Kind is the workload kind served; it must be Suspendable.
+	Kind     workloads.Kind
+	Recorder events.EventRecorder
+	// Guard, when set, vetoes the resume of a run once this process has stalled (leaderguard).
+	Guard *leaderguard.Guard
+}
+
+// Reconcile makes the annotated object's claim and, once it holds, resumes the object.
+func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.newObject()
+	if err := r.Cache.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	lockName, asks := r.asksForLock(obj)
+	if !asks {
+		return ctrl.Result{}, nil
+	}
+	name := locksv1alpha1.WorkloadClaimName(obj.GetName(), obj.GetUID(), lockName)
+	claim, err := r.ownClaim(ctx, obj, name)
+	switch {
+	case errors.Is(err, errForeignWorkloadClaim):
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ClaimNameTaken", "WaitForLock",
+			"LockClaim %s exists and is not this %s's own: the %s waits for lock %s until it is deleted", name, r.Kind.GVK.Kind, r.Kind.GVK.Kind, lockName)
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case claim == nil && r.heldBefore(obj):
+		// Its claim was deleted after the run was resumed: it is not queued again (a run that
+		// lost its lock must not quietly get a new token).
+		return ctrl.Result{}, nil
+	case claim == nil:
+		if claim, err = r.createClaim(ctx, obj, lockName, name); err != nil || claim == nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.followClaim(ctx, obj, claim)
+}
+
+// newObject is an empty object of the served kind, for reads.
+func (r *WorkloadLockReconciler) newObject() *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(r.Kind.GVK)
+	return obj
+}
+
+// asksForLock says whether obj goes on to its claim, and names its lock: an object annotated with
+// a valid lock name that has not finished and is not being deleted. A name that is not valid gets
+// a Warning event.
+func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (string, bool) {
+	lockName, annotated := obj.GetAnnotations()[locksv1alpha1.PodLockAnnotation]
+	if !annotated || !obj.GetDeletionTimestamp().IsZero() {
+		return "", false
+	}
+	if outcome, _ := workloads.Finished(r.Kind, obj); outcome != workloads.Running {
+		return "", false
+	}
+	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
+			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
+		return "", false
+	}
+	return lockName, true
+}
+
+// errForeignWorkloadClaim says that a claim of the object's claim name is not the object's own.
+var errForeignWorkloadClaim = errors.New("the object's claim name is taken by a claim that is not the object's own")
+
+// ownClaim returns the object's claim called name; nil when there is none, and
+// errForeignWorkloadClaim when a claim of that name is not the object's.
+func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured.Unstructured, name string) (*locksv1alpha1.LockClaim, error) {
+	claim := &locksv1alpha1.LockClaim{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, claim); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !metav1.IsControlledBy(claim, obj):
+		return nil, errForeignWorkloadClaim
+	}
+	return claim, nil
+}
+
+// heldBefore says whether the object was resumed with a token once: the controller writes the
+// token annotation only on an object whose claim holds.
+func (r *WorkloadLockReconciler) heldBefore(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation]
+	return ok
+}
+
+// createClaim creates the object's claim for lockName, called name; nil, without error, when the
+// object's annotations cannot make one (an event says why) or the cache is behind our own create.
+func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructured.Unstructured, lockName, name string) (*locksv1alpha1.LockClaim, error) {
+	spec, problem := workloadClaimSpec(obj.GetAnnotations())
+	if problem != "" {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, problem, "WaitForLock", "%s", invalidAnnotationMessage(problem, obj.GetAnnotations()))
+		return nil, nil
+	}
+	spec.LockName = lockName
+	spec.Holder = &locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}}
+	controller := true
+	claim := &locksv1alpha1.LockClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: obj.GetNamespace(),
+			Name:      name,
+			Labels:    map[string]string{locksv1alpha1.WorkloadClaimLabel: podLabelValue(obj.GetName())},
+			// Set at creation, so that the lock's first pass can grant at once.
+			Finalizers: []string{locksv1alpha1.Finalizer},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(),
+				UID: obj.GetUID(), Controller: &controller}},
+		},
+		Spec: spec,
+	}
+	if err := r.Create(ctx, claim); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, nil // a cache behind our own create; the claim's event wakes us
+		}
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ClaimFailed", "WaitForLock",
+			"Could not create LockClaim %s for lock %s: %v", name, lockName, err)
+		return nil, err
+	}
+	msg := fmt.Sprintf("Created LockClaim %s for lock %s", name, lockName)
+	if !workloads.Suspended(r.Kind, obj) {
+		msg += fmt.Sprintf("; the %s was created running, so it does not wait for the lock (create it with %s, or let the admission policy do it)",
+			r.Kind.GVK.Kind, r.Kind.SuspendedState())
+		r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "NotSuspended", "WaitForLock", "%s", msg)
+		return claim, nil
+	}
+	r.Recorder.Eventf(obj, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock", "%s", msg)
+	return claim, nil
+}
+
+// workloadClaimSpec is the claim spec that an object's annotations ask for (mode, wait timeout),
+// or the reason of the event that says which annotation cannot make one.
+func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSpec, string) {
+	var spec locksv1alpha1.LockClaimSpec
+	if v, set := annotations[locksv1alpha1.PodLockModeAnnotation]; set {
+		if spec.Mode = locksv1alpha1.LockMode(v); !spec.Mode.IsValid() {
+			return spec, "InvalidLockModeAnnotation"
+		}
+	}
+	if v, set := annotations[locksv1alpha1.LockWaitTimeoutAnnotation]; set {
+		seconds, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || seconds < 0 {
+			return spec, "InvalidLockWaitTimeoutAnnotation"
+		}
+		timeout := int32(seconds)
+		spec.WaitTimeoutSeconds = &timeout
+	}
+	return spec, ""
+}
+
+// invalidAnnotationMessage says what is wrong with the annotation that problem names.
+func invalidAnnotationMessage(problem string, annotations map[string]string) string {
+	if problem == "InvalidLockModeAnnotation" {
+		return fmt.Sprintf("Annotation %s=%q is not a lock mode: use %s or %s (absent means %s); no claim was made",
+			locksv1alpha1.PodLockModeAnnotation, annotations[locksv1alpha1.PodLockModeAnnotation],
+			locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, locksv1alpha1.LockModeShared)
+	}
+	return fmt.Sprintf("Annotation %s=%q is not a whole number of seconds from 0 up (0: take the lock only if it is free); no claim was made",
+		locksv1alpha1.LockWaitTimeoutAnnotation, annotations[locksv1alpha1.LockWaitTimeoutAnnotation])
+}
+
+// followClaim resumes the object, with its token, once its claim holds; and says on the object
+// why a claim that ended without holding leaves it suspended.
+func (r *WorkloadLockReconciler) followClaim(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
+	switch claim.Status.Phase {
+	case locksv1alpha1.ClaimHeld:
+		return r.resume(ctx, obj, claim)
+	case locksv1alpha1.ClaimTimedOut, locksv1alpha1.ClaimFailed:
+		if workloads.Suspended(r.Kind, obj) {
+			r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "LockNotAcquired", "WaitForLock",
+				"LockClaim %s for lock %s ended with phase %s (%s): the %s stays suspended and is not queued again; delete it, or create a new one to queue again",
+				claim.Name, claim.Spec.LockName, claim.Status.Phase, acquiredReason(claim), r.Kind.GVK.Kind)
+		}
+	}
+	return nil
+}
+
+// acquiredReason is the reason of a claim's Acquired condition.
+func acquiredReason(claim *locksv1alpha1.LockClaim) string {
+	for _, c := range claim.Status.Conditions {
+		if c.Type == locksv1alpha1.ConditionAcquired {
+			return c.Reason
+		}
+	}
+	return "no reason given"
+}
+
+// resume gives the object its claim's token and lets it run, in one UID-preconditioned patch
+// (workloads.ResumePatch); an object that runs already (created running) only gets the token
+// annotations. Nothing is written when the object carries the token already and runs.
+func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
+	token := strconv.FormatInt(claim.Status.FencingToken, 10)
+	suspended := workloads.Suspended(r.Kind, obj)
+	if !suspended && obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation] == token {
+		return nil
+	}
+	var patch []byte
+	var err error
+	if suspended {
+		patch, err = workloads.ResumePatch(r.Kind, obj.GetUID(), token, claim.Status.HolderIdentity)
+	} else {
+		patch, err = workloads.TokenPatch(obj.GetUID(), token, claim.Status.HolderIdentity)
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.Guard.Check(); err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("resuming %s %s with its fencing token: %w", r.Kind.GVK.Kind, obj.GetName(), err)
+	}
+	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
+	if suspended {
+		msg += "; resumed"
+	}
+	r.Recorder.Eventf(obj, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
+	return nil
+}
+
+// SetupWithManager watches the objects of the kind that carry the lock annotation, and the claims
+// they own (a change of phase).
+func (r *WorkloadLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if !r.Kind.Suspendable() {
+		return fmt.Errorf("workload kind %s cannot wait suspended for a lock", r.Kind)
+	}
+	annotated := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetAnnotations()[locksv1alpha1.PodLockAnnotation]
+		return ok
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(r.newObject(), builder.WithPredicates(annotated)).
+		Owns(&locksv1alpha1.LockClaim{}, builder.WithPredicates(claimPhaseChanged())).
+		Named("workload-" + strings.ToLower(r.Kind.GVK.Kind)).
+		Complete(r)
+}
+
+// claimPhaseChanged passes a claim's creation, deletion and changes of phase: the only news a
+// workload object acts on.
+func claimPhaseChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*locksv1alpha1.LockClaim)
+			n, okNew := e.ObjectNew.(*locksv1alpha1.LockClaim)
+			return !okOld || !okNew || o.Status.Phase != n.Status.Phase
+		},
+	}
+}

@@ -1,0 +1,155 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// newLockJob creates a Job annotated to ask for lock, suspended as the admission policy leaves it
+// (envtest runs no admission policy, and no Job controller: nothing runs it).
+func newLockJob(ns, name, lock string, suspended bool, annotations ...string) *batchv1.Job {
+	GinkgoHelper()
+	job := newJobObject(ns, name)
+	job.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: lock}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		job.Annotations[annotations[i]] = annotations[i+1]
+	}
+	job.Spec.Suspend = ptr.To(suspended)
+	Expect(k8sClient.Create(ctx(), job)).To(Succeed())
+	return job
+}
+
+// jobState is "suspended" or "running", then the token the Job and its pod template carry
+// ("suspended/", "running/7/7").
+func jobState(ns, name string) func(g Gomega) string {
+	return func(g Gomega) string {
+		job := &batchv1.Job{}
+		g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, job)).To(Succeed())
+		state := "running"
+		if ptr.Deref(job.Spec.Suspend, false) {
+			state = "suspended"
+		}
+		token := job.Annotations[locksv1alpha1.PodFencingTokenAnnotation]
+		if token == "" {
+			return state + "/"
+		}
+		return fmt.Sprintf("%s/%s/%s", state, token, job.Spec.Template.Annotations[locksv1alpha1.PodFencingTokenAnnotation])
+	}
+}
+
+// jobEvents lists "reason: note" of the events about a Job.
+func jobEvents(ns, name string) func(g Gomega) []string {
+	return func(g Gomega) []string {
+		list := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Job" && e.Regarding.Name == name {
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+		}
+		return seen
+	}
+}
+
+var _ = Describe("Workload objects that ask for a lock by annotation", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("resumes annotated Jobs one at a time, each with its token on the Job and its pod template", func() {
+		newLock(ns, "db")
+		first := newLockJob(ns, "migrate-1", "db", true)
+		Eventually(jobState(ns, "migrate-1")).Should(MatchRegexp(`^running/(\d+)/(\d+)$`))
+		claimName := locksv1alpha1.WorkloadClaimName("migrate-1", first.UID, "db")
+		claim := claimOf(ns, claimName)(Default)
+		Expect(metav1.IsControlledBy(claim, first)).To(BeTrue(), "the claim is owned by its Job, so it goes with it")
+		Expect(claim.Spec.Holder.Object).To(Equal(&locksv1alpha1.HolderObject{APIVersion: "batch/v1", Kind: "Job", Name: "migrate-1"}))
+		token := strconv.FormatInt(claim.Status.FencingToken, 10)
+		Expect(jobState(ns, "migrate-1")(Default)).To(Equal("running/" + token + "/" + token))
+		Eventually(jobEvents(ns, "migrate-1")).Should(ContainElement("LockAcquired: Lock db held with fencing token " + token + "; resumed"))
+
+		newLockJob(ns, "migrate-2", "db", true)
+		Consistently(jobState(ns, "migrate-2")).WithTimeout(time.Second).Should(Equal("suspended/"))
+
+		finishJob(first, batchv1.JobComplete)
+		Eventually(jobState(ns, "migrate-2")).Should(MatchRegexp(`^running/\d+/\d+$`))
+		var second int64
+		_, err := fmt.Sscanf(jobState(ns, "migrate-2")(Default), "running/%d/", &second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(second).To(BeNumerically(">", claim.Status.FencingToken))
+	})
+
+	It("takes the claim's mode and wait timeout from the Job's annotations, and leaves a Job whose wait ended suspended", func() {
+		newLock(ns, "db")
+		newClaim(ns, "holder", "db", "")
+		Eventually(phaseOf(ns, "holder")).Should(Equal(held))
+		job := newLockJob(ns, "nightly", "db", true,
+			locksv1alpha1.PodLockModeAnnotation, "Exclusive", locksv1alpha1.LockWaitTimeoutAnnotation, "0")
+		name := locksv1alpha1.WorkloadClaimName("nightly", job.UID, "db")
+		Eventually(phaseOf(ns, name)).Should(Equal(locksv1alpha1.ClaimTimedOut))
+		claim := claimOf(ns, name)(Default)
+		Expect(claim.Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
+		Expect(claim.Spec.WaitTimeoutSeconds).To(Equal(ptr.To[int32](0)))
+		Eventually(jobEvents(ns, "nightly")).Should(ContainElement("LockNotAcquired: LockClaim " + name +
+			" for lock db ended with phase TimedOut (WaitTimedOut): the Job stays suspended and is not queued again; delete it, or create a new one to queue again"))
+		Consistently(jobState(ns, "nightly")).WithTimeout(time.Second).Should(Equal("suspended/"))
+	})
+
+	It("makes no claim for annotations it cannot read, and says why on the Job", func() {
+		newLock(ns, "db")
+		newLockJob(ns, "bad-mode", "db", true, locksv1alpha1.PodLockModeAnnotation, "Sometimes")
+		newLockJob(ns, "bad-timeout", "db", true, locksv1alpha1.LockWaitTimeoutAnnotation, "-1")
+		newLockJob(ns, "bad-lock", "Not_A_Lock", true)
+		Eventually(jobEvents(ns, "bad-mode")).Should(ContainElement(
+			`InvalidLockModeAnnotation: Annotation locks.lockwarden.io/lock-mode="Sometimes" is not a lock mode: use Shared or Exclusive (absent means Shared); no claim was made`))
+		Eventually(jobEvents(ns, "bad-timeout")).Should(ContainElement(
+			`InvalidLockWaitTimeoutAnnotation: Annotation locks.lockwarden.io/lock-wait-timeout-seconds="-1" is not a whole number of seconds from 0 up (0: take the lock only if it is free); no claim was made`))
+		Eventually(jobEvents(ns, "bad-lock")).Should(ContainElement(HavePrefix(
+			`InvalidLockAnnotation: Annotation locks.lockwarden.io/lock="Not_A_Lock" is not a DistributedLock name: `)))
+		claims := &locksv1alpha1.LockClaimList{}
+		Expect(k8sClient.List(ctx(), claims, client.InNamespace(ns))).To(Succeed())
+		Expect(claims.Items).To(BeEmpty())
+		for _, name := range []string{"bad-mode", "bad-timeout", "bad-lock"} {
+			Expect(jobState(ns, name)(Default)).To(Equal("suspended/"))
+		}
+	})
+
+	It("gives a Job created running its token once it holds, and warns that it did not wait", func() {
+		newLock(ns, "db")
+		newClaim(ns, "holder", "db", "")
+		Eventually(phaseOf(ns, "holder")).Should(Equal(held))
+		newLockJob(ns, "eager", "db", false)
+		Eventually(jobEvents(ns, "eager")).Should(ContainElement(MatchRegexp(
+			`^NotSuspended: Created LockClaim eager-db-\w+ for lock db; the Job was created running, so it does not wait for the lock ` +
+				`\(create it with spec\.suspend: true, or let the admission policy do it\)$`)))
+		Expect(k8sClient.Delete(ctx(), &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "holder"}})).To(Succeed())
+		Eventually(jobState(ns, "eager")).Should(MatchRegexp(`^running/\d+/$`), "the token on the Job only: a running Job's template cannot change")
+	})
+})
