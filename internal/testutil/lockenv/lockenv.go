@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,6 +85,8 @@ type ControlPlaneOptions struct {
 	// APIServerFlags are further kube-apiserver flags, name (without dashes) to value: an audit
 	// policy and log, for one.
 	APIServerFlags map[string]string
+	// CRDs are installed besides lockwarden's own (other projects' kinds: workloadcrds).
+	CRDs []*apiextensionsv1.CustomResourceDefinition
 }
 
 // StartControlPlaneWith is StartControlPlane with options.
@@ -91,6 +94,7 @@ func StartControlPlaneWith(repoRoot string, o ControlPlaneOptions, namespaces ..
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		CRDs:                  o.CRDs,
 	}
 	if o.APIServer != "" {
 		env.ControlPlane.GetAPIServer().Path = o.APIServer
