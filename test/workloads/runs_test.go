@@ -17,17 +17,22 @@ limitations under the License.
 package workloads_test
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
@@ -158,7 +163,9 @@ var _ = Describe("Tekton runs", func() {
 		pipelineRef, _, _ := unstructured.NestedString(get(pipelineRun, ns, "deploy-1")(Default).Object, "spec", "pipelineRef", "name")
 		Expect(pipelineRef).To(Equal("deploy"), "the resume leaves the rest of the spec alone")
 
-		newRun(pipelineRun, ns, "deploy-2", "staging", pendingPipelineRun())
+		second := newRun(pipelineRun, ns, "deploy-2", "staging", pendingPipelineRun())
+		// Queued before the third is created: the queue follows the claims' creation.
+		Eventually(acquired(ns, locksv1alpha1.WorkloadClaimName("deploy-2", second.GetUID(), "staging"))).Should(Equal("Pending/False/Queued"))
 		third := newRun(pipelineRun, ns, "deploy-3", "staging", pendingPipelineRun())
 		Consistently(started(pipelineRun, ns, "deploy-2")).WithTimeout(time.Second).Should(Equal("waiting/"))
 
@@ -201,6 +208,7 @@ var _ = Describe("Argo Workflows", func() {
 		newRun(workflow, ns, "upgrade-1", "cluster", spec())
 		Eventually(started(workflow, ns, "upgrade-1")).Should(MatchRegexp(`^started/\d+$`))
 		second := newRun(workflow, ns, "upgrade-2", "cluster", spec())
+		Eventually(acquired(ns, locksv1alpha1.WorkloadClaimName("upgrade-2", second.GetUID(), "cluster"))).Should(Equal("Pending/False/Queued"))
 		third := newRun(workflow, ns, "upgrade-3", "cluster", spec())
 		Consistently(started(workflow, ns, "upgrade-2")).WithTimeout(time.Second).Should(Equal("waiting/"))
 
@@ -213,5 +221,67 @@ var _ = Describe("Argo Workflows", func() {
 		setWorkflowPhase(ns, "upgrade-2", "Error")
 		Eventually(acquired(ns, locksv1alpha1.WorkloadClaimName("upgrade-3", third.GetUID(), "cluster"))).Should(Equal("Pending/False/LockDelay"))
 		Eventually(started(workflow, ns, "upgrade-3")).Should(MatchRegexp(`^started/\d+$`))
+	})
+})
+
+// applySample creates the objects of a sample file in ns, as kubectl create would (objects that
+// exist already are left as they are), and returns the workload objects it created.
+func applySample(ns, file string) []*unstructured.Unstructured {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "workloads", file))
+	Expect(err).NotTo(HaveOccurred())
+	var runs []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+		u.SetNamespace(ns)
+		err := k8sClient.Create(ctx(), u)
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		Expect(err).NotTo(HaveOccurred(), "%s: %s %s", file, u.GetKind(), u.GetName())
+		if _, asks := u.GetAnnotations()[locksv1alpha1.PodLockAnnotation]; asks {
+			runs = append(runs, u)
+		}
+	}
+	return runs
+}
+
+// oneAtATime checks that of two runs of kind gvk one starts and the other waits, then finishes the
+// started one with finish and checks that the other starts. Which starts first is the lock's queue
+// order: the order in which the controller made their claims, which two runs created a moment
+// apart do not fix.
+func oneAtATime(gvk schema.GroupVersionKind, ns string, runs []*unstructured.Unstructured, finish func(name string)) {
+	GinkgoHelper()
+	Expect(runs).To(HaveLen(2))
+	a, b := runs[0].GetName(), runs[1].GetName()
+	Eventually(func(g Gomega) []string {
+		return []string{started(gvk, ns, a)(g), started(gvk, ns, b)(g)}
+	}).Should(Or(ConsistOf(MatchRegexp(`^started/\d+$`), Equal("waiting/"))))
+	first, second := a, b
+	if started(gvk, ns, a)(Default) == "waiting/" {
+		first, second = b, a
+	}
+	Consistently(started(gvk, ns, second)).WithTimeout(time.Second).Should(Equal("waiting/"))
+	finish(first)
+	Eventually(started(gvk, ns, second)).Should(MatchRegexp(`^started/\d+$`))
+}
+
+var _ = Describe("The workload samples", func() {
+	It("run the Tekton sample twice, one run at a time", func() {
+		ns := newNamespace()
+		runs := append(applySample(ns, "tekton-deploy-pipelinerun.yaml"), applySample(ns, "tekton-deploy-pipelinerun.yaml")...)
+		oneAtATime(pipelineRun, ns, runs, func(name string) { finishTekton(pipelineRun, ns, name, "True", "Succeeded") })
+	})
+
+	It("run the Argo sample twice, one Workflow at a time", func() {
+		ns := newNamespace()
+		runs := append(applySample(ns, "argo-workflow.yaml"), applySample(ns, "argo-workflow.yaml")...)
+		oneAtATime(workflow, ns, runs, func(name string) { setWorkflowPhase(ns, name, "Succeeded") })
+	})
+
+	It("accept the CronJob sample (the e2e suite runs it under the real CronJob and Job controllers)", func() {
+		ns := newNamespace()
+		Expect(applySample(ns, "cronjobs-one-database.yaml")).To(BeEmpty(), "the annotation is on the jobTemplates, not on the CronJobs")
 	})
 })

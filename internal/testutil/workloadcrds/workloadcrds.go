@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package workloadcrds gives tests the CustomResourceDefinitions of the workload kinds that
-// lockwarden knows besides Jobs: Tekton's PipelineRun and TaskRun and Argo's Workflow, read from
+// lockwarden knows besides Jobs: Tekton's PipelineRun and TaskRun (and the Pipeline and Task they
+// run) and Argo's Workflow, read from
 // the manifests those projects publish in their own Go modules (fetched through the Go module
 // proxy into the module cache, at pinned versions), so that tests create objects the real API
 // would accept. No Tekton or Argo controller runs: tests drive the objects' status as theirs
@@ -43,6 +44,9 @@ var sources = []struct {
 	{"github.com/tektoncd/pipeline", "v1.6.0", []string{
 		"config/300-crds/300-pipelinerun.yaml",
 		"config/300-crds/300-taskrun.yaml",
+		// What the runs refer to, for samples that create them beside their runs.
+		"config/300-crds/300-pipeline.yaml",
+		"config/300-crds/300-task.yaml",
 	}},
 	{"github.com/argoproj/argo-workflows/v3", "v3.7.3", []string{
 		// The CRD that Argo's own install applies: the schema of a Workflow is left open.
