@@ -122,7 +122,7 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 		fmt.Fprintf(w, "Holders:     %d (last token %d)\n", len(s.Holders), s.LastFencingToken)
 	}
 	for i, h := range s.Holders {
-		fmt.Fprintf(w, "  %d. %s, %s, token %d, acquired %s (%s ago)", i+1, holderName(h.Claim, h.Pod), h.Mode, h.FencingToken,
+		fmt.Fprintf(w, "  %d. %s, %s, token %d, acquired %s (%s ago)", i+1, holderName(h.Claim, h.Pod, h.Object), h.Mode, h.FencingToken,
 			h.AcquireTime.UTC().Format(time.RFC3339), since(now, h.AcquireTime))
 		if h.ExpireTime != nil {
 			fmt.Fprintf(w, ", expires %s (in %s)", h.ExpireTime.UTC().Format(time.RFC3339), since(*h.ExpireTime, now))
@@ -134,7 +134,7 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 	}
 	fmt.Fprintf(w, "Queue:       %d waiting%s\n", len(s.Queue), standingBy(s.Queue))
 	for _, q := range s.Queue {
-		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)", q.Position, holderName(q.Claim, q.Pod), q.Mode, since(now, q.Created), q.Reason)
+		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)", q.Position, holderName(q.Claim, q.Pod, q.Object), q.Mode, since(now, q.Created), q.Reason)
 		switch q.Wait {
 		case locksv1alpha1.PodLockWaitStandby:
 			fmt.Fprint(w, ", standing by (running)")
@@ -197,7 +197,7 @@ func printLocks(w io.Writer, ns string, locks []lockclient.LockStatus, now time.
 		holder, token, expires := "<none>", "-", "-"
 		if len(s.Holders) > 0 {
 			h := s.Holders[0]
-			holder, token = holderName(h.Claim, h.Pod), fmt.Sprint(h.FencingToken)
+			holder, token = holderName(h.Claim, h.Pod, h.Object), fmt.Sprint(h.FencingToken)
 			if h.Mode == locksv1alpha1.LockModeExclusive && s.MaxHolders > 1 {
 				holder += " Exclusive"
 			}
@@ -213,8 +213,12 @@ func printLocks(w io.Writer, ns string, locks []lockclient.LockStatus, now time.
 	_ = tw.Flush()
 }
 
-func holderName(claim, pod string) string {
-	if pod == "" {
+func holderName(claim, pod, object string) string {
+	switch {
+	case object != "":
+		kind, name, _ := strings.Cut(object, "/")
+		return kind + " " + name + " (claim " + claim + ")"
+	case pod == "":
 		return "claim " + claim + " (detached)"
 	}
 	return "pod " + pod + " (claim " + claim + ")"

@@ -61,6 +61,7 @@ func TestPrintLock(t *testing.T) {
 				Queue: []lockclient.QueuedClaim{
 					{Position: 1, Claim: "migrate-reports-9f", Pod: "migrate", Mode: exclusive, Created: statusNow.Add(-time.Second), Reason: "Queued"},
 					{Position: 2, Claim: "report-3-reports-2b", Pod: "report-3", Mode: shared, Created: statusNow, Reason: "Queued"},
+					{Position: 3, Claim: "nightly-reports-3c", Object: "Job/nightly", Mode: shared, Created: statusNow, Reason: "Queued"},
 				}},
 			want: `Lock:        team-a/reports
 Backend:     kubernetes (ready)
@@ -68,9 +69,10 @@ Places:      3, 2 held, 1 free
 Holders:     2 (last token 12)
   1. pod report-0 (claim report-0-reports-1a), Shared, token 11, acquired 2026-12-01T05:59:55Z (5s ago), expires 2026-12-01T06:00:25Z (in 25s)
   2. claim adhoc-x7 (detached), Shared, token 12, acquired 2026-12-01T05:59:58Z (2s ago), expires 2026-12-01T06:00:28Z (in 28s)
-Queue:       2 waiting
+Queue:       3 waiting
   1. pod migrate (claim migrate-reports-9f), Exclusive, waiting 1s (Queued)
   2. pod report-3 (claim report-3-reports-2b), Shared, waiting 0s (Queued)
+  3. Job nightly (claim nightly-reports-3c), Shared, waiting 0s (Queued)
 `,
 		},
 		{

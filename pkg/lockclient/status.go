@@ -66,6 +66,9 @@ type LockStatus struct {
 type HolderStatus struct {
 	Claim string `json:"claim"`
 	Pod   string `json:"pod,omitempty"`
+	// Object is the workload object that holds through the claim (spec.holder.object), as
+	// Kind/name: "Job/migrate".
+	Object string `json:"object,omitempty"`
 	// Mode is how the claim holds the lock: Exclusive (alone: an Exclusive claim, or any claim
 	// on a lock of one place) or Shared (one of its places).
 	Mode         locksv1alpha1.LockMode `json:"mode"`
@@ -85,6 +88,8 @@ type QueuedClaim struct {
 	Position int    `json:"position"`
 	Claim    string `json:"claim"`
 	Pod      string `json:"pod,omitempty"`
+	// Object is the workload object the claim asks for, as Kind/name.
+	Object string `json:"object,omitempty"`
 	// Mode is how the claim will hold the lock: the mode it asks for, or Exclusive on a lock of
 	// one place.
 	Mode    locksv1alpha1.LockMode `json:"mode"`
@@ -225,9 +230,7 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		}
 		if j, ok := byClaim[cl.Name]; ok {
 			h := &s.Holders[j]
-			if cl.Spec.Holder != nil {
-				h.Pod = cl.Spec.Holder.PodName
-			}
+			h.Pod, h.Object = holderOf(cl)
 			// The lock record keeps the expiry of the grant; the claim's follows renewals.
 			if t := cl.Status.ExpireTime; t != nil && cl.Status.Phase == locksv1alpha1.ClaimHeld {
 				expire := t.Time
@@ -250,9 +253,7 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		if places == 1 {
 			q.Mode = locksv1alpha1.LockModeExclusive
 		}
-		if cl.Spec.Holder != nil {
-			q.Pod = cl.Spec.Holder.PodName
-		}
+		q.Pod, q.Object = holderOf(cl)
 		s.Queue = append(s.Queue, q)
 	}
 	s.Holding, s.Waiting = len(s.Holders), len(s.Queue)
@@ -261,4 +262,16 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		s.Holder = &first
 	}
 	return s
+}
+
+// holderOf is the pod, or the workload object as Kind/name, that claim cl holds for.
+func holderOf(cl *locksv1alpha1.LockClaim) (pod, object string) {
+	h := cl.Spec.Holder
+	switch {
+	case h == nil:
+		return "", ""
+	case h.Object != nil:
+		return "", h.Object.Kind + "/" + h.Object.Name
+	}
+	return h.PodName, ""
 }
