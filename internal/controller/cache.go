@@ -136,7 +136,8 @@ func trimNode(obj any) (any, error) {
 }
 
 // trimWorkload keeps of a workload object what the lock engine and the workload controller read:
-// its identity, resourceVersion, creation and deletion, owners, its lockwarden annotations, the
+// its identity, resourceVersion, creation and deletion (and whether it is a foreground one), owners,
+// its lockwarden annotations, the
 // fields of its suspended state (spec.suspend of a Job or Workflow, spec.status of a
 // PipelineRun), and the status that says how far it has run (conditions' type, status and
 // reason; phase; startTime). Like a trimmed Pod, a trimmed object is only ever patched with a
@@ -157,6 +158,11 @@ func trimWorkload(obj any) (any, error) {
 	trimmed.SetCreationTimestamp(u.GetCreationTimestamp())
 	trimmed.SetDeletionTimestamp(u.GetDeletionTimestamp())
 	trimmed.SetOwnerReferences(u.GetOwnerReferences())
+	if slices.Contains(u.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+		// A foreground deletion deletes the object's claim before the object: its hold lasts
+		// until the object is gone.
+		trimmed.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
+	}
 	var annotations map[string]string
 	for k, v := range u.GetAnnotations() {
 		if strings.HasPrefix(k, lockAnnotationPrefix) {

@@ -159,6 +159,7 @@ func TestTrimWorkload(t *testing.T) {
 				locksv1alpha1.PodLockAnnotation: "db", "kubectl.kubernetes.io/last-applied-configuration": "{...}",
 			},
 			"ownerReferences": []any{map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c1"}},
+			"finalizers":      []any{"example.com/cleanup", metav1.FinalizerDeleteDependents},
 			"managedFields":   []any{map[string]any{"manager": "kubectl"}},
 		},
 		"spec": map[string]any{
@@ -181,6 +182,7 @@ func TestTrimWorkload(t *testing.T) {
 			"creationTimestamp": "2026-12-04T10:00:00Z",
 			"annotations":       map[string]any{locksv1alpha1.PodLockAnnotation: "db"},
 			"ownerReferences":   []any{map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c1"}},
+			"finalizers":        []any{metav1.FinalizerDeleteDependents},
 		},
 		"spec": map[string]any{"suspend": true},
 		"status": map[string]any{

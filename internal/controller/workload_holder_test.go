@@ -146,6 +146,37 @@ var _ = Describe("Workload objects as holders (spec.holder.object)", func() {
 		Expect(acquiredMessage(ns, "c")(Default)).To(HavePrefix("False/HolderTerminated: The holder will never get the lock: Job second "))
 	})
 
+	It("holds until a Job deleted in the foreground is gone, though its claim is deleted first", func() {
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.LockDelaySeconds = 2 })
+		job := newJob(ns, "migrate")
+		newClaim(ns, "a", "db", "", heldByJob("migrate"), func(c *locksv1alpha1.LockClaim) {
+			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}
+		})
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+		newClaim(ns, "b", "db", "")
+		Eventually(acquired(ns, "b")).Should(Equal("False/Queued"))
+
+		// What kubectl delete --cascade=foreground does, with the garbage collector played here:
+		// the Job stays, terminating, until its dependents (its claim, its pods) are gone.
+		Expect(k8sClient.Delete(ctx(), job, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		Eventually(func(g Gomega) []string {
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(job), job)).To(Succeed())
+			return job.Finalizers
+		}).Should(ContainElement(metav1.FinalizerDeleteDependents))
+		Expect(k8sClient.Delete(ctx(), &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})).To(Succeed())
+		Consistently(phaseOf(ns, "a")).WithTimeout(2*time.Second).Should(Equal(held), "the Job's pods may still run")
+
+		Eventually(func() error {
+			if err := k8sClient.Get(ctx(), client.ObjectKeyFromObject(job), job); err != nil {
+				return err
+			}
+			job.Finalizers = nil
+			return k8sClient.Update(ctx(), job)
+		}).Should(Succeed())
+		Eventually(acquired(ns, "b")).Should(Equal("False/LockDelay"), "a Job deleted before it finished ends its hold without a release")
+		Eventually(phaseOf(ns, "b")).Should(Equal(held))
+	})
+
 	It("keeps a claim whose Job does not exist yet aside, and grants it once the Job appears", func() {
 		newLock(ns, "db")
 		newClaim(ns, "a", "db", "", heldByJob("later"))

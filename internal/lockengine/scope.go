@@ -268,8 +268,12 @@ func (s *lockScope) nodeVerdict(pod *corev1.Pod) podliveness.Verdict {
 // deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
 // by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
 // foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
+// The same goes for a holder workload object and the claim it owns (deletedWithObject).
 func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
 	h := c.Spec.Holder
+	if h != nil && h.Object != nil {
+		return s.deletedWithObject(c)
+	}
 	if h == nil || h.PodName == "" {
 		return false
 	}

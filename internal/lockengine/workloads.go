@@ -19,8 +19,10 @@ package lockengine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -127,6 +129,19 @@ func (s *lockScope) judgeObject(c *locksv1alpha1.LockClaim, v waiterVerdict) wai
 			message: "The holder will never get the lock: " + dead.Reason}
 	}
 	return v
+}
+
+// deletedWithObject says whether claim c goes with its holder object's foreground deletion: c is
+// owned by the object (the claim the workload controller made) and the object terminates with the
+// foregroundDeletion finalizer, under which Kubernetes deletes the claim before the object (a Job
+// before its pods are gone): the hold lasts until the object is gone, as a pod's does.
+func (s *lockScope) deletedWithObject(c *locksv1alpha1.LockClaim) bool {
+	o := s.objects[holderObjectKey(c)]
+	if o.obj == nil || o.obj.GetDeletionTimestamp().IsZero() || !slices.Contains(o.obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+		return false
+	}
+	owner := metav1.GetControllerOf(c)
+	return owner != nil && owner.UID == o.obj.GetUID()
 }
 
 // capitalize makes a message of an error's words.
