@@ -27,8 +27,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,13 +38,16 @@ import (
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 )
 
-// The chart's MutatingAdmissionPolicy (templates/admissionpolicy.yaml, its spec generated from
-// config/admission): what it renders to, and what a real kube-apiserver does with it.
+// The chart's MutatingAdmissionPolicies (templates/admissionpolicy.yaml, their specs generated from
+// config/admission): what they render to, and what a real kube-apiserver does with them.
 
 const (
 	policyKey  = "MutatingAdmissionPolicy/lw-lockwarden-pod-scheduling-gate"
 	bindingKey = "MutatingAdmissionPolicyBinding/lw-lockwarden-pod-scheduling-gate"
-	// mapAPI is the capability the chart checks before it renders the policy.
+	// jobPolicyKey and jobBindingKey are the policy that suspends annotated Jobs, and its binding.
+	jobPolicyKey  = "MutatingAdmissionPolicy/lw-lockwarden-job-suspend"
+	jobBindingKey = "MutatingAdmissionPolicyBinding/lw-lockwarden-job-suspend"
+	// mapAPI is the capability the chart checks before it renders the policies.
 	mapAPI = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
 )
 
@@ -59,6 +64,8 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 	// helm template, asking no cluster, assumes API groups and versions but no kinds: the
 	// capability is given as helm install finds it in a cluster's discovery.
 	objs := render(t, "--api-versions", mapAPI)
+	g.Expect(objs.keys()).To(ContainElements(policyKey, bindingKey, jobPolicyKey, jobBindingKey))
+	g.Expect(objs.ofKind("MutatingAdmissionPolicy")).To(ConsistOf(policyKey, jobPolicyKey), "the pods' policy and the Jobs', nothing else")
 	var policy admissionregistrationv1.MutatingAdmissionPolicy
 	objs.get(t, policyKey, &policy)
 	spec := policy.Spec
@@ -81,7 +88,31 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 	g.Expect(binding.Spec.ParamRef).To(BeNil())
 	g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
 
-	t.Run("admissionPolicy.enabled=false leaves the policy and its binding out", func(t *testing.T) {
+	t.Run("the Job policy suspends Jobs created with the annotation, and does nothing else", func(t *testing.T) {
+		g := NewWithT(t)
+		var policy admissionregistrationv1.MutatingAdmissionPolicy
+		objs.get(t, jobPolicyKey, &policy)
+		spec := policy.Spec
+		g.Expect(spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
+		g.Expect(spec.ReinvocationPolicy).To(Equal(admissionregistrationv1.IfNeededReinvocationPolicy))
+		g.Expect(spec.ParamKind).To(BeNil(), "no parameters: the API server reads no object on the policy's behalf")
+		g.Expect(spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("RuleWithOperations", admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+		})), "Jobs, when they are created, and nothing else: a Job the controller resumed stays resumed")
+		g.Expect(spec.MatchConditions).To(ConsistOf(HaveField("Expression", ContainSubstring("'"+locksv1alpha1.PodLockAnnotation+"'"))))
+		g.Expect(spec.Mutations).To(ConsistOf(And(
+			HaveField("PatchType", admissionregistrationv1.PatchTypeApplyConfiguration),
+			HaveField("ApplyConfiguration.Expression", ContainSubstring("Object.spec{suspend: true}")))))
+		g.Expect(policy.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"))
+
+		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		objs.get(t, jobBindingKey, &binding)
+		g.Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
+		g.Expect(binding.Spec.ParamRef).To(BeNil())
+		g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
+	})
+	t.Run("admissionPolicy.enabled=false leaves both policies and their bindings out", func(t *testing.T) {
 		objs := render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.enabled=false")
 		NewWithT(t).Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")))
 	})
@@ -93,16 +124,20 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 			g.Expect(objs.keys()).To(ContainElements("Deployment/lw-lockwarden", "ClusterRole/lw-lockwarden-manager"), kube)
 		}
 	})
-	t.Run("admissionPolicy.namespaceSelector limits the binding", func(t *testing.T) {
+	t.Run("admissionPolicy.namespaceSelector limits both bindings", func(t *testing.T) {
 		g := NewWithT(t)
-		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
-		render(t, append([]string{"--api-versions", mapAPI}, excludeGateOff...)...).get(t, bindingKey, &binding)
-		g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "e2e.lockwarden.io/gate", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"off"}}},
-		}))
-		var labelled admissionregistrationv1.MutatingAdmissionPolicyBinding // a fresh one: decoding keeps fields absent from the input
-		render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.namespaceSelector.matchLabels.team=payments").get(t, bindingKey, &labelled)
-		g.Expect(labelled.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}))
+		excluding := render(t, append([]string{"--api-versions", mapAPI}, excludeGateOff...)...)
+		labelling := render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.namespaceSelector.matchLabels.team=payments")
+		for _, key := range []string{bindingKey, jobBindingKey} {
+			var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+			excluding.get(t, key, &binding)
+			g.Expect(binding.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "e2e.lockwarden.io/gate", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"off"}}},
+			}), key)
+			var labelled admissionregistrationv1.MutatingAdmissionPolicyBinding // a fresh one: decoding keeps fields absent from the input
+			labelling.get(t, key, &labelled)
+			g.Expect(labelled.Spec.MatchResources.NamespaceSelector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}), key)
+		}
 	})
 	t.Run("the schema refuses a selector that is not a label selector", func(t *testing.T) {
 		for set, want := range map[string]string{
@@ -176,6 +211,67 @@ func TestAdmissionPolicyOnAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("Kubernetes 1.37: annotated Jobs are created suspended, and a resumed Job stays resumed", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := renderFor(t, apiServer(t), excludeGateOff...)
+		c := apiPlane.Client
+		var policy admissionregistrationv1.MutatingAdmissionPolicy
+		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		objs.get(t, jobPolicyKey, &policy)
+		objs.get(t, jobBindingKey, &binding)
+		for _, o := range []client.Object{&policy, &binding,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "suspend-apps"}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "suspend-off", Labels: map[string]string{"e2e.lockwarden.io/gate": "off"}}},
+		} {
+			g.Expect(c.Create(context.Background(), o)).To(Succeed())
+			t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+		}
+		waitSuspending(t, c, "suspend-apps")
+
+		for _, tc := range []struct {
+			name        string
+			job         *batchv1.Job
+			wantSuspend bool
+		}{
+			{"annotated", job("suspend-apps", "annotated", true), true},
+			{"annotated, created to run at once: suspended all the same", withSuspend(job("suspend-apps", "running", true), false), true},
+			{"annotated and created suspended: unchanged", withSuspend(job("suspend-apps", "suspended", true), true), true},
+			{"without the annotation", job("suspend-apps", "plain", false), false},
+			{"without the annotation, created suspended: left so", withSuspend(job("suspend-apps", "plain-suspended", false), true), true},
+			{"annotated, in a namespace the selector leaves out", job("suspend-off", "annotated", true), false},
+		} {
+			created := tc.job.DeepCopy()
+			if err := c.Create(context.Background(), created); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+				continue
+			}
+			got := &batchv1.Job{}
+			g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(created), got)).To(Succeed())
+			g.Expect(ptr.Deref(got.Spec.Suspend, false)).To(Equal(tc.wantSuspend), tc.name)
+			g.Expect(got.Annotations).To(Equal(tc.job.Annotations), "%s: the annotations as created", tc.name)
+		}
+
+		// The controller resumes a Job by patching spec.suspend to false (with its token on the
+		// Job and the pod template): the policy looks at creations only, so it does not suspend
+		// the Job again, though it still carries the annotation.
+		resumed := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "suspend-apps", Name: "annotated"}}
+		patch := []byte(`{"metadata":{"annotations":{"` + locksv1alpha1.PodFencingTokenAnnotation + `":"7"}},` +
+			`"spec":{"suspend":false,"template":{"metadata":{"annotations":{"` + locksv1alpha1.PodFencingTokenAnnotation + `":"7"}}}}}`)
+		g.Expect(c.Patch(context.Background(), resumed, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(resumed), resumed)).To(Succeed())
+		g.Expect(resumed.Spec.Suspend).To(Equal(ptr.To(false)), "resumed by an update")
+		g.Expect(resumed.Annotations).To(HaveKey(locksv1alpha1.PodLockAnnotation))
+		g.Expect(resumed.Spec.Template.Annotations).To(HaveKeyWithValue(locksv1alpha1.PodFencingTokenAnnotation, "7"))
+
+		// A Job created without the annotation and given it afterwards is not suspended: it may
+		// be running already.
+		plain := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "suspend-apps", Name: "plain"}}
+		patch = []byte(`{"metadata":{"annotations":{"` + locksv1alpha1.PodLockAnnotation + `":"db"}}}`)
+		g.Expect(c.Patch(context.Background(), plain, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		g.Expect(plain.Annotations).To(HaveKey(locksv1alpha1.PodLockAnnotation))
+		g.Expect(plain.Spec.Suspend).To(Equal(ptr.To(false)), "annotated by an update")
+	})
+
 	t.Run("Kubernetes 1.35: the chart installs without the policy", func(t *testing.T) {
 		g := NewWithT(t)
 		// MutatingAdmissionPolicy is beta in 1.35, and off by default.
@@ -244,6 +340,40 @@ func waitGating(t *testing.T, c client.Client, ns string) {
 		}
 		return p.Spec.SchedulingGates
 	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).ShouldNot(BeEmpty())
+}
+
+// waitSuspending waits until the API server behind c has loaded the Job policy and its binding: a
+// Job asking for a lock comes back suspended from a dry run in namespace ns.
+func waitSuspending(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() bool {
+		j := job(ns, "probe", true)
+		if err := c.Create(context.Background(), j, client.DryRunAll); err != nil {
+			return false
+		}
+		return ptr.Deref(j.Spec.Suspend, false)
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(BeTrue())
+}
+
+// job is a Job with one container, annotated to ask for the lock "db" if annotated, with
+// spec.suspend unset.
+func job(namespace, name string, annotated bool) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "report", Image: "busybox:1.37"}},
+		}}},
+	}
+	if annotated {
+		j.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+	}
+	return j
+}
+
+func withSuspend(j *batchv1.Job, suspend bool) *batchv1.Job {
+	j.Spec.Suspend = ptr.To(suspend)
+	return j
 }
 
 // pod is a pod with one container, annotated to ask for the lock "db" if annotated.

@@ -474,16 +474,23 @@ func TestEquivalentToKustomize(t *testing.T) {
 
 	g.Expect(chartObjs.ofKind("CustomResourceDefinition")).To(ConsistOf(kustObjs.ofKind("CustomResourceDefinition")))
 
-	// The same admission policy, and a binding that names it after kustomize's namePrefix.
-	var cmap, kmap admissionregistrationv1.MutatingAdmissionPolicy
-	chartObjs.get(t, policyKey, &cmap)
-	kustObjs.get(t, "MutatingAdmissionPolicy/lockwarden-pod-scheduling-gate", &kmap)
-	g.Expect(cmap.Spec).To(Equal(kmap.Spec))
-	var cbinding, kbinding admissionregistrationv1.MutatingAdmissionPolicyBinding
-	chartObjs.get(t, bindingKey, &cbinding)
-	kustObjs.get(t, "MutatingAdmissionPolicyBinding/lockwarden-pod-scheduling-gate", &kbinding)
-	g.Expect(kbinding.Spec.PolicyName).To(Equal(kmap.Name))
-	g.Expect(kbinding.Spec.MatchResources).To(Equal(cbinding.Spec.MatchResources))
+	// The same admission policies (the pods' and the Jobs'), and bindings that name them after
+	// kustomize's namePrefix.
+	g.Expect(kustObjs.ofKind("MutatingAdmissionPolicy")).To(HaveLen(len(chartObjs.ofKind("MutatingAdmissionPolicy"))))
+	for _, p := range []struct{ chartPolicy, chartBinding, name string }{
+		{policyKey, bindingKey, "lockwarden-pod-scheduling-gate"},
+		{jobPolicyKey, jobBindingKey, "lockwarden-job-suspend"},
+	} {
+		var cmap, kmap admissionregistrationv1.MutatingAdmissionPolicy
+		chartObjs.get(t, p.chartPolicy, &cmap)
+		kustObjs.get(t, "MutatingAdmissionPolicy/"+p.name, &kmap)
+		g.Expect(cmap.Spec).To(Equal(kmap.Spec), p.name)
+		var cbinding, kbinding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		chartObjs.get(t, p.chartBinding, &cbinding)
+		kustObjs.get(t, "MutatingAdmissionPolicyBinding/"+p.name, &kbinding)
+		g.Expect(kbinding.Spec.PolicyName).To(Equal(kmap.Name), p.name)
+		g.Expect(kbinding.Spec.MatchResources).To(Equal(cbinding.Spec.MatchResources), p.name)
+	}
 }
 
 // TestWorkloadKinds checks that the workloads values list the kinds to the manager and grant it
