@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -125,6 +126,7 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.handoff("cache", "redis")
 	s.gatedPodFinishes("db")
 	s.annotatedPodDeleted("cache")
+	s.suspendedJobRuns("batch")
 	s.refusedClaimRepeatsEvent()
 	s.lostHolderEvicted(redis)
 	s.leftoverKeyTakenOver("reborn")
@@ -264,6 +266,44 @@ func (s *story) annotatedPodDeleted(lock string) {
 	s.waitAcquired(claim, "False/"+locksv1alpha1.ReasonHolderTerminated)
 	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
 	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+}
+
+// suspendedJobRuns runs a Job that asks for lock by annotation, created suspended as the Job
+// admission policy leaves it: the controller (watching Jobs through its cache) creates its claim,
+// and once the claim holds it resumes the Job with its token, by one patch (the patch on jobs);
+// the Job completes and its hold ends at once.
+func (s *story) suspendedJobRuns(lock string) {
+	s.create(&locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: lock}})
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: "nightly",
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lock}},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}},
+	}
+	s.create(job)
+	claim := locksv1alpha1.WorkloadClaimName(job.Name, job.UID, lock)
+	s.waitPhase(claim, locksv1alpha1.ClaimHeld)
+	s.g.Eventually(func(g Gomega) {
+		g.Expect(s.c.Get(context.Background(), client.ObjectKeyFromObject(job), job)).To(Succeed())
+		g.Expect(job.Spec.Suspend).To(Equal(ptr.To(false)))
+		g.Expect(job.Annotations).To(HaveKey(locksv1alpha1.PodFencingTokenAnnotation))
+	}).Should(Succeed())
+
+	// The Job controller's part: the Job completes.
+	now := metav1.Now()
+	job.Status.StartTime, job.Status.CompletionTime = &now, &now
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now},
+	}
+	s.g.Expect(s.c.Status().Update(context.Background(), job)).To(Succeed())
+	s.waitPhase(claim, locksv1alpha1.ClaimReleased)
+	// There is no garbage collector here: delete the claim after its Job, as it would.
+	s.delete(job)
+	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+	s.delete(&locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: lock}})
+	s.waitGone(&locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: lock}})
 }
 
 // lostHolderEvicted runs a pod that holds lock "evict" on Redis under lossPolicy Evict; a client
