@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -110,7 +111,11 @@ var _ = Describe("Runs that ask for a lock: Jobs and CronJobs under the real Job
 		Expect(err).NotTo(HaveOccurred())
 		for _, crd := range crds {
 			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx(), crd))).To(Succeed())
-			kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd.Name)
+			// kubectl wait fails, rather than waits, on a CRD whose status has no conditions yet.
+			Eventually(func() error {
+				_, err := tryKubectl("wait", "--for=condition=Established", "--timeout=10s", "crd/"+crd.Name)
+				return err
+			}).WithTimeout(time.Minute).Should(Succeed())
 		}
 		startManagerWith("--workload-kinds=batch/v1/Job,tekton.dev/v1/PipelineRun,tekton.dev/v1/TaskRun,argoproj.io/v1alpha1/Workflow")
 
@@ -176,7 +181,7 @@ spec:
 			"a Job that completed hands the lock on without the sample's lockDelaySeconds (30)")
 	})
 
-	It("hands the lock on after lockDelaySeconds when a Job fails", func() {
+	It("hands the lock on after lockDelaySeconds when a Job fails, and when one is deleted", func() {
 		ns := newNamespace()
 		_, err := kubectlStdin(`
 apiVersion: locks.lockwarden.io/v1alpha1
@@ -223,6 +228,24 @@ spec:
 		Expect(cond.Message).To(HavePrefix("Released: Job doomed failed: its condition Failed is True"))
 		Expect(granted.Status.AcquireTime.Sub(failed.Status.ReleaseTime.Time)).To(BeNumerically(">=", 5*time.Second),
 			"a failed Job's lock waits out lockDelaySeconds (6 s; times are whole microseconds from one clock)")
+
+		By("deleting a Job that holds the lock: its hold ends with it")
+		_, err = kubectlStdin(job("stuck", "")+"      nodeSelector: {e2e.lockwarden.io/no-such-node: \"true\"}\n", "create", "-n", ns, "-f", "-")
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) bool {
+			j := &batchv1.Job{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "stuck"}, j)).To(Succeed())
+			return j.Spec.Suspend != nil && !*j.Spec.Suspend
+		}).Should(BeTrue(), "the Job is resumed")
+		_, err = kubectlStdin(job("after", ""), "create", "-n", ns, "-f", "-")
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(func(g Gomega) bool {
+			j := &batchv1.Job{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "after"}, j)).To(Succeed())
+			return ptr.Deref(j.Spec.Suspend, false)
+		}).WithTimeout(2*time.Second).Should(BeTrue(), "the next Job waits while the stuck one holds")
+		kubectl("delete", "job", "stuck", "-n", ns, "--wait=false")
+		kubectl("wait", "-n", ns, "--for=condition=Complete", "--timeout=60s", "job/after")
 	})
 
 	It("applies the Tekton and Argo samples: each run starts with its token once it holds, the next when it succeeds", func() {
