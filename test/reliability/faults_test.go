@@ -194,6 +194,8 @@ type faultsRun struct {
 	ran []string
 	// deposed lists what a deposed leader did after it woke that it must not do.
 	deposed []string
+	// spans are the faults that ran, each from its injection to its heal.
+	spans []Span
 }
 
 // runFaults injects the plan's faults at their times and heals each.
@@ -231,23 +233,31 @@ func runFaults(fc faultContext, plan []fault) faultsRun {
 			if !ok {
 				out.ran = append(out.ran, string(f.kind)+" skipped (no grant within the fault's time)")
 			} else {
-				out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
+				out.healed(fc.started, f.kind, injected)
 			}
 			logf("healed %s", f.kind)
 			continue
 		case faultLockRecreate:
 			logf("%s", fc.recreate(f.dur))
 			logf("healed %s", f.kind)
-			out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
+			out.healed(fc.started, f.kind, injected)
 			continue
 		}
 		heal := inject(fc, leader, f.kind)
 		time.Sleep(f.dur)
 		heal()
 		logf("healed %s", f.kind)
-		out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", f.kind, injected.Round(time.Second), (time.Since(fc.started)-injected).Round(time.Second)))
+		out.healed(fc.started, f.kind, injected)
 	}
 	return out
+}
+
+// healed records a fault of kind that was injected at injected (since started) and has just
+// healed: as it ran, and its span.
+func (out *faultsRun) healed(started time.Time, kind faultKind, injected time.Duration) {
+	lasted := time.Since(started) - injected
+	out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", kind, injected.Round(time.Second), lasted.Round(time.Second)))
+	out.spans = append(out.spans, Span{From: started.Add(injected), To: started.Add(injected + lasted)})
 }
 
 // inject injects a fault that lasts until the returned heal is called; leader is the manager a

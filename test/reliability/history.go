@@ -87,6 +87,9 @@ type Grant struct {
 	// deleted); Lost says it was phase Lost (the controller lost the lock, not a release).
 	Released time.Time
 	Lost     bool
+	// ReleasedRevision is the resourceVersion (an etcd revision of the harness's API server) of
+	// the claim write first seen no longer held; 0 when unknown.
+	ReleasedRevision int64
 	// Phase and Reason are the claim's phase and Acquired reason when it was first seen final
 	// (empty when it was deleted while held).
 	Phase, Reason, Message string

@@ -30,7 +30,8 @@ import (
 type Finding struct {
 	// Checker names the check: register, tokens, token-floor, exclusion, api-snapshot,
 	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder,
-	// lock-delay, evicted, holder-labels, holder-record, history.
+	// lock-delay, evicted, holder-labels, holder-record, job-runs, job-resume, job-hold,
+	// job-lock-delay, job-handoff, history.
 	Checker string
 	Detail  string
 }
@@ -98,10 +99,17 @@ type Result struct {
 	// judged nothing); HolderLabelled counts those pods.
 	HolderLabelsRequired bool
 	HolderLabelled       int
-	Linearizable         string // porcupine's verdict
-	Liveness             Liveness
-	Valid                bool // enough operations happened before the first fault
-	Duration             time.Duration
+	// JobsRequired: a jobs run, so the ways a Job ends must have been judged: some grant after a
+	// failed or deleted Job (JobDelayChecked counts them) and some pod killed under a running Job
+	// whose hold lasted through it (PodKillsHeldThrough, of PodKills). JobHandoffsRequired (a
+	// run without a fault): some completion followed by a waiter must have been judged
+	// (JobHandoffsChecked counts them).
+	JobsRequired, JobHandoffsRequired                                  bool
+	JobDelayChecked, JobHandoffsChecked, PodKills, PodKillsHeldThrough int
+	Linearizable                                                       string // porcupine's verdict
+	Liveness                                                           Liveness
+	Valid                                                              bool // enough operations happened before the first fault
+	Duration                                                           time.Duration
 }
 
 // Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
@@ -164,6 +172,15 @@ func (r Result) Unmet() []string {
 	}
 	if r.HolderLabelsRequired && r.HolderLabelled == 0 {
 		out = append(out, "no pod was seen labelled holder: the role label was not checked")
+	}
+	if r.JobsRequired && r.JobDelayChecked == 0 {
+		out = append(out, "the lock delay after a failed or deleted Job was never checked: no grant followed one")
+	}
+	if r.JobsRequired && r.PodKillsHeldThrough == 0 {
+		out = append(out, fmt.Sprintf("no Job kept its hold through a pod killed mid-run (%d pods killed)", r.PodKills))
+	}
+	if r.JobHandoffsRequired && r.JobHandoffsChecked == 0 {
+		out = append(out, "no completed Job was followed by a waiter: the handoff without delay was not checked")
 	}
 	return out
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,11 +78,14 @@ type run struct {
 	rec               *recorder      // the claims' history, from the API
 	smp               *sampler       // Held claims against the backend, and API snapshots
 	stopSampling      context.CancelFunc
-	stopNew, draining chan struct{}   // closed when the workload stops, and at the drain deadline
-	claimants         sync.WaitGroup  // the running claimants
-	zombies           atomic.Int64    // holds whose claimant wrote on after its claim ended
-	slowHolders       []chan struct{} // closed when each pinned claimant (claimant 0 of a lock) began to hold
-	roles             *roleWatch      // the pods' role labels and the locks' records (standby runs)
+	stopNew, draining chan struct{}    // closed when the workload stops, and at the drain deadline
+	claimants         sync.WaitGroup   // the running claimants
+	zombies           atomic.Int64     // holds whose claimant wrote on after its claim ended
+	slowHolders       []chan struct{}  // closed when each pinned claimant (claimant 0 of a lock) began to hold
+	roles             *roleWatch       // the pods' role labels and the locks' records (standby runs)
+	jobs              *jobWatch        // the Jobs, resumed and ended (jobs runs)
+	decksMu           sync.Mutex       // guards decks
+	decks             map[int]*endDeck // how each lock's Jobs end, by lock number (jobs runs)
 
 	// injectFaults
 	grantsBeforeFault int         // grants seen just before the first fault (locks if there was none)
@@ -239,6 +243,9 @@ func (r *run) startWorkload() {
 		r.createNodes()
 		r.roles = watchRoles(r.ctx, r.e.c, r.ns)
 	}
+	if r.s.jobs {
+		r.jobs = watchJobs(r.ctx, r.e.c, r.ns)
+	}
 	r.smp = &sampler{c: r.e.c, ns: r.ns, reader: r.be.reader, period: samplePeriod}
 	sampleCtx, stopSampling := context.WithCancel(r.ctx)
 	r.stopSampling = stopSampling
@@ -249,8 +256,12 @@ func (r *run) startWorkload() {
 		lock := fmt.Sprintf("lock-%d", l)
 		for i := range r.s.claimantsPerLock() {
 			cl := r.newClaimant(l, lock, i)
+			run := cl.run
+			if r.s.jobs {
+				run = r.jobClaimant(cl, l).run
+			}
 			r.claimants.Add(1)
-			go func() { defer r.claimants.Done(); cl.run(r.ctx) }()
+			go func() { defer r.claimants.Done(); run(r.ctx) }()
 		}
 	}
 }
@@ -374,6 +385,9 @@ func (r *run) drain() {
 	if r.roles != nil {
 		r.roles.results() // stops the role watch; checkRoles reads what it saw
 	}
+	if r.jobs != nil {
+		r.jobs.results() // stops the Job watch; checkJobs reads what it saw
+	}
 }
 
 // findOrphans lists the backend keys that outlived their claims.
@@ -395,7 +409,11 @@ func (r *run) findOrphans() {
 // cancels the run's context.
 func (r *run) teardown() {
 	ctx, c, ns := r.ctx, r.e.c, r.ns
-	// Teardown: claims and pods go; the finalizers need a manager, so wait for them.
+	// Teardown: Jobs (first, so that none asks for a claim again), claims and pods go; the
+	// finalizers need a manager, so wait for them.
+	if r.s.jobs {
+		_ = c.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	}
 	_ = c.DeleteAllOf(ctx, &locksv1alpha1.LockClaim{}, client.InNamespace(ns))
 	_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
 	if r.s.standby {
@@ -436,9 +454,9 @@ func (r *run) newResult() Result {
 	s := r.s
 	res := Result{Scenario: s.name, Backend: s.backend, Seed: r.seed, Faults: strings.Join(r.faults.ran, ", "), TTL: r.ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: r.orphaned,
-		LockDelayRequired: s.lockDelay > 0, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
+		LockDelayRequired: s.lockDelay > 0 && !s.jobs, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
-		HolderLabelsRequired: s.standby}
+		HolderLabelsRequired: s.standby, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0}
 	if s.standby && slices.Contains(s.standbyEnds(), EndNodeLoss) {
 		// A node lost under a holder that goes on writing: its later writes must be refused.
 		res.FencingRequired = true
@@ -534,7 +552,8 @@ func (r *run) checkBackend(res *Result) ([]HeldSample, []KeyTimeline) {
 func (r *run) checkScenario(res *Result) {
 	s, grants, ns := r.s, r.grants, r.ns
 	res.Violations = append(res.Violations, findings("deposed-leader", r.faults.deposed)...)
-	if s.lockDelay > 0 {
+	if s.lockDelay > 0 && !s.jobs {
+		// Jobs runs judge the delay from the recorded history instead (checkJobs).
 		delay := CheckLockDelay(grants, s.lockDelay)
 		res.Violations = append(res.Violations, findings("lock-delay", delay.Violations)...)
 		res.DelayedGrants = delay.Checked
@@ -561,6 +580,9 @@ func (r *run) checkScenario(res *Result) {
 	}
 	if r.roles != nil {
 		r.checkRoles(res)
+	}
+	if r.jobs != nil {
+		r.checkJobs(res)
 	}
 	r.rec.mu.Lock()
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)
@@ -597,7 +619,7 @@ func (r *run) logRun(res Result, samples []HeldSample, timelines []KeyTimeline) 
 	if s.longHold > 0 {
 		t.Logf("longest hold that was not lost %s (required %s)", res.LongestHold.Round(time.Second), s.longHold)
 	}
-	if s.lockDelay > 0 || s.lossPolicy != "" {
+	if (s.lockDelay > 0 && !s.jobs) || s.lossPolicy != "" {
 		t.Logf("grants after a hold that ended without a release %d (lock delay %s), lost holds whose pod was evicted %d of %d",
 			res.DelayedGrants, s.lockDelay, res.Evictions, res.Liveness.Lost)
 	}

@@ -88,6 +88,13 @@ type scenario struct {
 	// set, replaces that turn). The role-label checkers judge the pods' labels, and the fenced
 	// register must have refused the writes of a holder cut off with its node.
 	standby bool
+	// jobs makes the claimants create Jobs that ask for the lock by annotation, suspended
+	// (jobs_run_test.go), on locks with lockDelaySeconds of jobLockDelay: the controller makes
+	// each Job's claim and resumes the Job with its token once the claim holds; the claimant
+	// runs it (writes with that token), then completes it, fails it, deletes it, or kills one of
+	// its pods mid-run and completes it (ends, when set, replaces that mix). The jobs checkers
+	// judge the Jobs' history beside the claims'.
+	jobs bool
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
@@ -145,6 +152,8 @@ func smokeScenarios() []scenario {
 		// Standby pods: holders deleted, deleted gracefully and cut off by their node's loss
 		// (last, so that the seeds of the others stay as they were).
 		standby(""),
+		// Jobs as holders: completed, failed, deleted, and with a pod killed mid-run.
+		jobs(""),
 	}
 }
 
@@ -220,6 +229,22 @@ func standby(kind faultKind) scenario {
 		return s
 	}
 	s.name, s.kinds, s.workload = "standby-"+string(kind), []faultKind{kind}, 40*time.Second
+	if managerFault(kind) {
+		s.replicas = 2
+	}
+	return s
+}
+
+// jobs is the jobs workload on the built-in backend with a fault of kind ("" for none): Jobs
+// resumed by the controller once their claim holds, which complete, fail, are deleted or lose a
+// pod mid-run, while the fault hits the managers (two replicas).
+func jobs(kind faultKind) scenario {
+	s := scenario{name: "jobs", backend: "kubernetes", replicas: 1, jobs: true, lockDelay: jobLockDelay, workload: 30 * time.Second}
+	if kind == "" {
+		s.noLoss = true // no fault: every hold ends by the Job's end
+		return s
+	}
+	s.name, s.kinds, s.workload = "jobs-"+string(kind), []faultKind{kind}, 40*time.Second
 	if managerFault(kind) {
 		s.replicas = 2
 	}
@@ -358,7 +383,11 @@ func fullScenarios() []scenario {
 	out = append(out, standby(""), standby(faultLeaderKill), standby(faultAPIBlackhole), standby(faultLeaderPause))
 	redis := standby(faultRedisBlackhole)
 	redis.backend = "redis"
-	return append(out, redis)
+	out = append(out, redis)
+	// Jobs as holders (after the others, so that their seeds stay as they were): without a
+	// fault, across a leader's death, its partition from the API server and its pause past the
+	// leader-election lease.
+	return append(out, jobs(""), jobs(faultLeaderKill), jobs(faultAPIBlackhole), jobs(faultLeaderPause))
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:

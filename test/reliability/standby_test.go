@@ -226,8 +226,11 @@ func watchRoles(ctx context.Context, c client.WithWatch, ns string) *roleWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &roleWatch{stop: cancel}
 	w.done.Add(2)
-	go func() { defer w.done.Done(); w.follow(ctx, c, ns, &corev1.PodList{}, w.seePod) }()
-	go func() { defer w.done.Done(); w.follow(ctx, c, ns, &locksv1alpha1.DistributedLockList{}, w.seeLock) }()
+	go func() { defer w.done.Done(); follow(ctx, c, ns, &corev1.PodList{}, w.seePod, w.gap) }()
+	go func() {
+		defer w.done.Done()
+		follow(ctx, c, ns, &locksv1alpha1.DistributedLockList{}, w.seeLock, w.gap)
+	}()
 	return w
 }
 
@@ -240,11 +243,18 @@ func (w *roleWatch) results() ([]PodRole, []LockRecord, []string) {
 	return w.pods, w.records, w.errs
 }
 
+// gap records a gap in the role history.
+func (w *roleWatch) gap(msg string) {
+	w.mu.Lock()
+	w.errs = append(w.errs, "the role history has a gap: "+msg)
+	w.mu.Unlock()
+}
+
 // follow lists the kind of list in ns, hands each item to see, then watches from the list's
-// resourceVersion and hands every event to see, resuming a watch that ends from the last
-// resourceVersion seen. A history the server no longer has (410 Gone) is a gap the checkers
-// cannot see through: it is recorded, and the watch stops.
-func (w *roleWatch) follow(ctx context.Context, c client.WithWatch, ns string, list client.ObjectList, see func(watch.EventType, client.Object, time.Time)) {
+// resourceVersion and hands every event to see, each dated on arrival, resuming a watch that ends
+// from the last resourceVersion seen. A history the server no longer has (410 Gone) is a gap the
+// checkers cannot see through: it is handed to gap, and the watch stops.
+func follow(ctx context.Context, c client.WithWatch, ns string, list client.ObjectList, see func(watch.EventType, client.Object, time.Time), gap func(string)) {
 	for ctx.Err() == nil {
 		if err := c.List(ctx, list, client.InNamespace(ns)); err == nil {
 			break
@@ -273,9 +283,7 @@ func (w *roleWatch) follow(ctx context.Context, c client.WithWatch, ns string, l
 					break
 				}
 				if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
-					w.mu.Lock()
-					w.errs = append(w.errs, fmt.Sprintf("the role history has a gap: the watch from resourceVersion %s expired: %s", rv, status.Message))
-					w.mu.Unlock()
+					gap(fmt.Sprintf("the watch from resourceVersion %s expired: %s", rv, status.Message))
 					wt.Stop()
 					return
 				}

@@ -179,7 +179,7 @@ func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim,
 		r.errs = append(r.errs, fmt.Sprintf("claim %s changed token while Held: %d then %d", cl.Name, g.Token, cl.Status.FencingToken))
 	}
 	if final && g.Released.IsZero() {
-		g.Released = now
+		g.Released, g.ReleasedRevision = now, revisionOf(cl.ResourceVersion)
 		g.Lost = cl.Status.Phase == locksv1alpha1.ClaimLost && !gone
 		if !gone {
 			g.Phase = string(cl.Status.Phase)
