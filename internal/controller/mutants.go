@@ -21,10 +21,11 @@ package controller
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/mutant"
 )
 
-// In a build with the mutants tag, the pod lock controller's seams (seams.go) take the deliberate
+// In a build with the mutants tag, the pod lock and workload controllers' seams (seams.go) take the deliberate
 // bugs that LOCKWARDEN_MUTANT lists. docs/reliability.md says which checker catches each.
 func init() {
 	if mutant.Active(mutant.KeepHolderLabel) {
@@ -39,6 +40,13 @@ func init() {
 		seams.takesHolderRole = func(pod *corev1.Pod) bool {
 			// A terminating holder keeps the label until its pod is gone.
 			return pod.DeletionTimestamp.IsZero() && next(pod)
+		}
+	}
+	if mutant.Active(mutant.ResumeUnheld) {
+		next := seams.resumesFor
+		seams.resumesFor = func(claim *locksv1alpha1.LockClaim) bool {
+			// A queued claim lets its object run before it holds.
+			return claim.Status.Phase == locksv1alpha1.ClaimPending || next(claim)
 		}
 	}
 }

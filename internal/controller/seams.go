@@ -16,11 +16,15 @@ limitations under the License.
 
 package controller
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
 
 // seams are the points where the reliability harness's deliberate bugs (package mutant) enter the
-// pod lock controller, as they enter the lock engine (lockengine/seams.go): a decision the
-// controller takes through this table instead of directly. A build with the mutants tag swaps in
+// pod lock and workload controllers, as they enter the lock engine (lockengine/seams.go): a
+// decision the controller takes through this table instead of directly. A build with the mutants tag swaps in
 // broken ones (mutants.go) for the bugs LOCKWARDEN_MUTANT names; every other build keeps these,
 // and no decision holds a branch for a bug.
 var seams = struct {
@@ -28,6 +32,10 @@ var seams = struct {
 	// carries it: always, since markStandby runs only for a pod that no longer holds its lock
 	// or is terminating.
 	takesHolderRole func(pod *corev1.Pod) bool
+	// resumesFor says whether followClaim resumes a workload object for its claim: only while
+	// the claim holds.
+	resumesFor func(claim *locksv1alpha1.LockClaim) bool
 }{
 	takesHolderRole: func(*corev1.Pod) bool { return true },
+	resumesFor:      func(claim *locksv1alpha1.LockClaim) bool { return claim.Status.Phase == locksv1alpha1.ClaimHeld },
 }

@@ -218,10 +218,10 @@ func invalidAnnotationMessage(problem string, annotations map[string]string) str
 // followClaim resumes the object, with its token, once its claim holds; and says on the object
 // why a claim that ended without holding leaves it suspended.
 func (r *WorkloadLockReconciler) followClaim(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
-	switch claim.Status.Phase {
-	case locksv1alpha1.ClaimHeld:
+	switch {
+	case seams.resumesFor(claim):
 		return r.resume(ctx, obj, claim)
-	case locksv1alpha1.ClaimTimedOut, locksv1alpha1.ClaimFailed:
+	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, claim.Status.Phase == locksv1alpha1.ClaimFailed:
 		if workloads.Suspended(r.Kind, obj) {
 			r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "LockNotAcquired", "WaitForLock",
 				"LockClaim %s for lock %s ended with phase %s (%s): the %s stays suspended and is not queued again; delete it, or create a new one to queue again",

@@ -69,8 +69,11 @@ const (
 	// TerminatingHolderLabel leaves the role label holder on a terminating Standby holder until
 	// its pod is gone: traffic keeps reaching a pod that is shutting down.
 	TerminatingHolderLabel Name = "terminating-holder-label"
+	// ResumeUnheld resumes a Job (any workload object that waits suspended for a lock) as soon as
+	// its claim is queued, before it holds: two Jobs of one lock run at once.
+	ResumeUnheld Name = "resume-unheld"
 )
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
-	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel}
+	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld}

@@ -298,6 +298,10 @@ func mutantScenario(m mutant.Name) scenario {
 		// pod is labelled holder.
 		s = standby("")
 		s.ends, s.workload, s.expect = []EndKind{EndNodeLoss}, 20*time.Second, "holder-labels"
+	case mutant.ResumeUnheld:
+		// Every Job that queues behind a running one is resumed at once.
+		s = jobs("")
+		s.workload, s.expect = 20*time.Second, "job-runs"
 	case mutant.TerminatingHolderLabel:
 		// Every hold ends by a graceful deletion: the terminating pod stays labelled holder for
 		// its TTL/2..1.5×TTL of termination, longer than the 2 s grace.
