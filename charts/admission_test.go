@@ -66,52 +66,43 @@ func TestAdmissionPolicyRenders(t *testing.T) {
 	objs := render(t, "--api-versions", mapAPI)
 	g.Expect(objs.keys()).To(ContainElements(policyKey, bindingKey, jobPolicyKey, jobBindingKey))
 	g.Expect(objs.ofKind("MutatingAdmissionPolicy")).To(ConsistOf(policyKey, jobPolicyKey), "the pods' policy and the Jobs', nothing else")
-	var policy admissionregistrationv1.MutatingAdmissionPolicy
-	objs.get(t, policyKey, &policy)
-	spec := policy.Spec
-	g.Expect(spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
-	g.Expect(spec.ReinvocationPolicy).To(Equal(admissionregistrationv1.IfNeededReinvocationPolicy))
-	g.Expect(spec.ParamKind).To(BeNil(), "no parameters: the API server reads no object on the policy's behalf")
-	g.Expect(spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("RuleWithOperations", admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-	})), "pods, when they are created, and nothing else")
-	g.Expect(spec.MatchConditions).To(ContainElement(HaveField("Expression", ContainSubstring("'"+locksv1alpha1.PodLockAnnotation+"'"))))
-	g.Expect(spec.Mutations).To(ConsistOf(And(
-		HaveField("PatchType", admissionregistrationv1.PatchTypeApplyConfiguration),
-		HaveField("ApplyConfiguration.Expression", ContainSubstring("{name: '"+locksv1alpha1.PodSchedulingGate+"'}")))))
-	g.Expect(policy.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"))
+	for _, want := range []struct {
+		name, policy, binding string
+		rule                  admissionregistrationv1.Rule // the one resource each policy matches, on Create only
+		mutation              string                       // what its one mutation writes
+		why                   string
+	}{
+		{"pods get the scheduling gate", policyKey, bindingKey,
+			admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			"{name: '" + locksv1alpha1.PodSchedulingGate + "'}", "pods, when they are created, and nothing else"},
+		{"Jobs are created suspended", jobPolicyKey, jobBindingKey,
+			admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+			"Object.spec{suspend: true}", "Jobs, when they are created, and nothing else: a Job the controller resumed stays resumed"},
+	} {
+		t.Run(want.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var policy admissionregistrationv1.MutatingAdmissionPolicy
+			objs.get(t, want.policy, &policy)
+			spec := policy.Spec
+			g.Expect(spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
+			g.Expect(spec.ReinvocationPolicy).To(Equal(admissionregistrationv1.IfNeededReinvocationPolicy))
+			g.Expect(spec.ParamKind).To(BeNil(), "no parameters: the API server reads no object on the policy's behalf")
+			g.Expect(spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("RuleWithOperations", admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: want.rule,
+			})), want.why)
+			g.Expect(spec.MatchConditions).To(ContainElement(HaveField("Expression", ContainSubstring("'"+locksv1alpha1.PodLockAnnotation+"'"))))
+			g.Expect(spec.Mutations).To(ConsistOf(And(
+				HaveField("PatchType", admissionregistrationv1.PatchTypeApplyConfiguration),
+				HaveField("ApplyConfiguration.Expression", ContainSubstring(want.mutation)))))
+			g.Expect(policy.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"))
 
-	var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
-	objs.get(t, bindingKey, &binding)
-	g.Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
-	g.Expect(binding.Spec.ParamRef).To(BeNil())
-	g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
-
-	t.Run("the Job policy suspends Jobs created with the annotation, and does nothing else", func(t *testing.T) {
-		g := NewWithT(t)
-		var policy admissionregistrationv1.MutatingAdmissionPolicy
-		objs.get(t, jobPolicyKey, &policy)
-		spec := policy.Spec
-		g.Expect(spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
-		g.Expect(spec.ReinvocationPolicy).To(Equal(admissionregistrationv1.IfNeededReinvocationPolicy))
-		g.Expect(spec.ParamKind).To(BeNil(), "no parameters: the API server reads no object on the policy's behalf")
-		g.Expect(spec.MatchConstraints.ResourceRules).To(ConsistOf(HaveField("RuleWithOperations", admissionregistrationv1.RuleWithOperations{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-		})), "Jobs, when they are created, and nothing else: a Job the controller resumed stays resumed")
-		g.Expect(spec.MatchConditions).To(ConsistOf(HaveField("Expression", ContainSubstring("'"+locksv1alpha1.PodLockAnnotation+"'"))))
-		g.Expect(spec.Mutations).To(ConsistOf(And(
-			HaveField("PatchType", admissionregistrationv1.PatchTypeApplyConfiguration),
-			HaveField("ApplyConfiguration.Expression", ContainSubstring("Object.spec{suspend: true}")))))
-		g.Expect(policy.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", "lw"))
-
-		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
-		objs.get(t, jobBindingKey, &binding)
-		g.Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
-		g.Expect(binding.Spec.ParamRef).To(BeNil())
-		g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
-	})
+			var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+			objs.get(t, want.binding, &binding)
+			g.Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
+			g.Expect(binding.Spec.ParamRef).To(BeNil())
+			g.Expect(binding.Spec.MatchResources).To(BeNil(), "every namespace by default")
+		})
+	}
 	t.Run("admissionPolicy.enabled=false leaves both policies and their bindings out", func(t *testing.T) {
 		objs := render(t, "--api-versions", mapAPI, "--set", "admissionPolicy.enabled=false")
 		NewWithT(t).Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("MutatingAdmissionPolicy")))

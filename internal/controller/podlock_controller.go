@@ -184,21 +184,27 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 	return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 }
 
-// errForeignClaim says that a claim of the pod's claim name is not the pod's own: it goes with the
-// earlier pod it belongs to, and its deletion wakes the pod.
-var errForeignClaim = errors.New("the pod's claim name is taken by a claim that is not the pod's own")
+// errForeignClaim says that a claim of the owner's claim name is not the owner's own: it goes with
+// an earlier pod (or object) of that name, and its deletion wakes the owner.
+var errForeignClaim = errors.New("the claim name is taken by a claim that is not the owner's own")
 
 // ownClaim returns the pod's claim called name (the name lockctl gives a pod's claim, so that
 // lockctl in an annotated pod attaches to the same claim); nil when there is none, and
 // errForeignClaim when a claim of that name is not the pod's.
 func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name string) (*locksv1alpha1.LockClaim, error) {
+	return controlledClaim(ctx, r.Client, pod, name)
+}
+
+// controlledClaim returns the claim called name in owner's namespace when owner controls it; nil
+// when there is none, and errForeignClaim when a claim of that name has another controller.
+func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, name string) (*locksv1alpha1.LockClaim, error) {
 	claim := &locksv1alpha1.LockClaim{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim); {
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, claim); {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case !metav1.IsControlledBy(claim, pod):
+	case !metav1.IsControlledBy(claim, owner):
 		return nil, errForeignClaim
 	}
 	return claim, nil
@@ -263,7 +269,7 @@ func (r *PodLockReconciler) claimLost(ctx context.Context, pod *corev1.Pod, lock
 // createClaim creates the pod's claim for lockName, called name; nil, without error, when the
 // pod's annotations cannot make one (an event says why) or the cache is behind our own create.
 func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lockName, name string) (*locksv1alpha1.LockClaim, error) {
-	mode, ok := annotatedMode(pod)
+	mode, ok := annotatedMode(pod.Annotations)
 	if !ok {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockModeAnnotation", "WaitForLock",
 			"Annotation %s=%q is not a lock mode: use %s or %s (absent means %s)", locksv1alpha1.PodLockModeAnnotation,
@@ -296,11 +302,11 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 	return claim, nil
 }
 
-// annotatedMode is the mode the pod's lock-mode annotation asks for: empty when the annotation
-// is absent (the API server then defaults the claim to Shared), and ok false when its value is
-// not a mode.
-func annotatedMode(pod *corev1.Pod) (mode locksv1alpha1.LockMode, ok bool) {
-	value, set := pod.Annotations[locksv1alpha1.PodLockModeAnnotation]
+// annotatedMode is the mode a lock-mode annotation asks for (on a pod or a workload object): empty
+// when the annotation is absent (the API server then defaults the claim to Shared), and ok false
+// when its value is not a mode.
+func annotatedMode(annotations map[string]string) (mode locksv1alpha1.LockMode, ok bool) {
+	value, set := annotations[locksv1alpha1.PodLockModeAnnotation]
 	if !set {
 		return "", true
 	}
@@ -320,7 +326,7 @@ func modeOf(claim *locksv1alpha1.LockClaim) locksv1alpha1.LockMode {
 // claim was made with (someone edited or removed it after the claim was created), and describes
 // the annotation for a message: its quoted value, or that it is absent.
 func modeChanged(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (annotated string, changed bool) {
-	mode, ok := annotatedMode(pod)
+	mode, ok := annotatedMode(pod.Annotations)
 	annotated = strconv.Quote(string(mode))
 	if ok && mode == "" {
 		mode, annotated = locksv1alpha1.LockModeShared, "absent (Shared)"

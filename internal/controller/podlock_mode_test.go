@@ -56,7 +56,7 @@ func TestAnnotatedMode(t *testing.T) {
 			if tc.annotated != nil {
 				pod.Annotations[locksv1alpha1.PodLockModeAnnotation] = *tc.annotated
 			}
-			mode, ok := annotatedMode(pod)
+			mode, ok := annotatedMode(pod.Annotations)
 			if mode != tc.mode || ok != tc.ok {
 				t.Errorf("annotatedMode = %q, %v; want %q, %v", mode, ok, tc.mode, tc.ok)
 			}

@@ -72,7 +72,7 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	name := locksv1alpha1.WorkloadClaimName(obj.GetName(), obj.GetUID(), lockName)
 	claim, err := r.ownClaim(ctx, obj, name)
 	switch {
-	case errors.Is(err, errForeignWorkloadClaim):
+	case errors.Is(err, errForeignClaim):
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ClaimNameTaken", "WaitForLock",
 			"LockClaim %s exists and is not this %s's own: the %s waits for lock %s until it is deleted", name, r.Kind.GVK.Kind, r.Kind.GVK.Kind, lockName)
 		return ctrl.Result{}, nil
@@ -116,22 +116,10 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 	return lockName, true
 }
 
-// errForeignWorkloadClaim says that a claim of the object's claim name is not the object's own.
-var errForeignWorkloadClaim = errors.New("the object's claim name is taken by a claim that is not the object's own")
-
-// ownClaim returns the object's claim called name; nil when there is none, and
-// errForeignWorkloadClaim when a claim of that name is not the object's.
+// ownClaim returns the object's claim called name; nil when there is none, and errForeignClaim
+// when a claim of that name is not the object's.
 func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured.Unstructured, name string) (*locksv1alpha1.LockClaim, error) {
-	claim := &locksv1alpha1.LockClaim{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, claim); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case !metav1.IsControlledBy(claim, obj):
-		return nil, errForeignWorkloadClaim
-	}
-	return claim, nil
+	return controlledClaim(ctx, r.Client, obj, name)
 }
 
 // heldBefore says whether the object was resumed with a token once: the controller writes the
@@ -188,11 +176,11 @@ func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructu
 // or the reason of the event that says which annotation cannot make one.
 func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSpec, string) {
 	var spec locksv1alpha1.LockClaimSpec
-	if v, set := annotations[locksv1alpha1.PodLockModeAnnotation]; set {
-		if spec.Mode = locksv1alpha1.LockMode(v); !spec.Mode.IsValid() {
-			return spec, "InvalidLockModeAnnotation"
-		}
+	mode, ok := annotatedMode(annotations)
+	if !ok {
+		return spec, "InvalidLockModeAnnotation"
 	}
+	spec.Mode = mode
 	if v, set := annotations[locksv1alpha1.LockWaitTimeoutAnnotation]; set {
 		seconds, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || seconds < 0 {
