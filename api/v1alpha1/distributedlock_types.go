@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // BackendReference names a LockBackend.
@@ -136,6 +137,23 @@ type LockHolder struct {
 	// +required
 	Claim string `json:"claim"`
 
+	// claimUID is the UID of that LockClaim. The record, not a finalizer on the claim, is what
+	// releases the lock: a pass that finds no claim of this name and UID (deleted, or deleted and
+	// created again) releases the hold. Absent on holds granted before claims lost their
+	// finalizer; the next pass fills it in.
+	// +optional
+	ClaimUID types.UID `json:"claimUID,omitempty"`
+
+	// holder is the claim's holder at grant (its pod, heartbeat Lease or workload object, with
+	// the pod's or object's UID): how the hold ends once its claim is gone depends on it. A
+	// holder that died (pod gone or failed, heartbeat expired, run failed) ends it without a
+	// release, so lockDelaySeconds and lossPolicy apply, even when garbage collection deleted
+	// the claim at the same moment; a claim deleted while its holder lives is a release; a claim
+	// deleted with its holder's foreground deletion holds until the holder is gone. Absent for a
+	// detached claim.
+	// +optional
+	Holder *RecordedHolder `json:"holder,omitempty"`
+
 	// mode is how the holder holds the lock: Exclusive (alone: an Exclusive claim, or any claim
 	// on a lock of one place) or Shared (one of the lock's places). Holds recorded before locks
 	// had places omit it and are Exclusive.
@@ -167,6 +185,31 @@ type LockHolder struct {
 	// does not rewrite the lock: the holder claim's status.expireTime follows it.
 	// +optional
 	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
+}
+
+// RecordedHolder is a claim's holder as the lock record keeps it: a Pod (apiVersion v1), a
+// heartbeat Lease (coordination.k8s.io/v1) or a workload object, in the lock's namespace.
+type RecordedHolder struct {
+	// apiVersion is the holder's group and version: v1 for a Pod, coordination.k8s.io/v1 for a
+	// heartbeat Lease, the object's own for a workload object.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+
+	// kind is the holder's kind: Pod, Lease, or the workload object's kind.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name is the holder's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// uid is the pod's or workload object's UID at grant: an object of that name with another
+	// UID is not the holder. Absent for a Lease.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // DistributedLockStatus is the observed state of a DistributedLock.

@@ -282,8 +282,6 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 			Namespace: pod.Namespace,
 			Name:      name,
 			Labels:    map[string]string{locksv1alpha1.PodClaimLabel: podLabelValue(pod.Name)},
-			// Set at creation, so that the lock's first pass can grant at once.
-			Finalizers: []string{locksv1alpha1.Finalizer},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 				Controller: &controller}},
 		},

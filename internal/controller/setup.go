@@ -89,9 +89,6 @@ func Setup(mgr manager.Manager, o Options) error {
 		Workloads: o.Workloads}); err != nil {
 		return err
 	}
-	if err := (&LockClaimReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the LockClaim controller: %w", err)
-	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
 		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)

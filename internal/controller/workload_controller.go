@@ -146,8 +146,6 @@ func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructu
 			Namespace: obj.GetNamespace(),
 			Name:      name,
 			Labels:    map[string]string{locksv1alpha1.WorkloadClaimLabel: podLabelValue(obj.GetName())},
-			// Set at creation, so that the lock's first pass can grant at once.
-			Finalizers: []string{locksv1alpha1.Finalizer},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(),
 				UID: obj.GetUID(), Controller: &controller}},
 		},

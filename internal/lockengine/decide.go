@@ -265,11 +265,13 @@ func contention(locked *backends.LockedError, watched bool, now time.Time) (mess
 	return message, retry
 }
 
-// holderRecord is the lock record's entry for a grant at now to claim, of holder identity id, in
-// mode, with the backend hold lease.
-func holderRecord(claim, id string, lease backends.Lease, mode grantMode, now time.Time) locksv1alpha1.LockHolder {
+// holderRecord is the lock record's entry for a grant at now to claim c, whose holder is holder
+// (recordedHolder), of holder identity id, in mode, with the backend hold lease.
+func holderRecord(c *locksv1alpha1.LockClaim, holder *locksv1alpha1.RecordedHolder, id string, lease backends.Lease, mode grantMode, now time.Time) locksv1alpha1.LockHolder {
 	rec := locksv1alpha1.LockHolder{
-		Claim:           claim,
+		Claim:           c.Name,
+		ClaimUID:        c.UID,
+		Holder:          holder,
 		Mode:            locksv1alpha1.LockModeExclusive,
 		Identity:        id,
 		BackendIdentity: lease.Identity,
@@ -568,8 +570,8 @@ func isFinal(p locksv1alpha1.ClaimPhase) bool {
 	return false
 }
 
-// isHeld says whether a claim holds its lock (a claim being deleted holds it until the finalizer
-// has released it).
+// isHeld says whether a claim holds its lock (a claim being deleted holds it until its pass has
+// released it).
 func isHeld(c *locksv1alpha1.LockClaim) bool { return c.Status.Phase == locksv1alpha1.ClaimHeld }
 
 // queueOrder is FIFO: creation time, then name.

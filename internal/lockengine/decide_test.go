@@ -466,8 +466,10 @@ func TestHolderRecord(t *testing.T) {
 		mode grantMode
 		want locksv1alpha1.LockMode
 	}{{grantExclusive, locksv1alpha1.LockModeExclusive}, {grantShared, locksv1alpha1.LockModeShared}} {
-		rec := holderRecord("a", "id", lease, c.mode, now)
-		if rec.Claim != "a" || rec.Identity != "id" || rec.BackendIdentity != lease.Identity || rec.Mode != c.want ||
+		claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "claim-uid"}}
+		holder := &locksv1alpha1.RecordedHolder{APIVersion: "v1", Kind: "Pod", Name: "web-0", UID: "pod-uid"}
+		rec := holderRecord(claim, holder, "id", lease, c.mode, now)
+		if rec.Claim != "a" || rec.ClaimUID != "claim-uid" || rec.Holder != holder || rec.Identity != "id" || rec.BackendIdentity != lease.Identity || rec.Mode != c.want ||
 			!rec.AcquireTime.Time.Equal(now) || !rec.ExpireTime.Time.Equal(lease.ExpireTime) || rec.FencingToken != 0 {
 			t.Errorf("mode %v: %+v", c.mode, rec)
 		}

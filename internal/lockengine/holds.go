@@ -80,9 +80,7 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 			}
 			continue
 		}
-		if !sharesRecordName(keep[i], rec.Claim) {
-			rec.Claim = keep[i][0].Name // an heir of the same identity keeps the entry
-		}
+		s.fillRecord(rec, keep[i]) // an heir of the same identity keeps the entry
 		lost, err := r.keepRecord(ctx, s, rec, keep[i])
 		if err != nil {
 			return err
@@ -93,15 +91,6 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	}
 	s.lock.Status.Holders = kept
 	return nil
-}
-
-func sharesRecordName(claims []*locksv1alpha1.LockClaim, name string) bool {
-	for _, c := range claims {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // endClaim ends c's hold or wait in its status, and stops renewing it for c.
@@ -119,12 +108,13 @@ func (r *Reconciler) endClaim(s *lockScope, c *locksv1alpha1.LockClaim, end *end
 }
 
 // releaseRecord frees the backend hold of a record entry once no claim shares it, owner-checked;
-// the caller drops the entry. A hold whose claims were deleted by hand is released the same way.
+// the caller drops the entry. An entry of a hold granted before claims lost their finalizer whose
+// claims are all gone is released the same way.
 func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, ended []*locksv1alpha1.LockClaim) error {
 	hold := s.holdKey(rec.Identity)
 	h, tracked := r.Renewer.Lookup(hold)
-	// No claim shares the record any more (those deleted without their finalizer included):
-	// the hold is not renewed again, whichever claims the Renewer still counts.
+	// No claim shares the record any more (vanished ones included): the hold is not renewed
+	// again, whichever claims the Renewer still counts.
 	r.Renewer.Drop(hold)
 	switch {
 	case tracked && h.Lost:

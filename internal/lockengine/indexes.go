@@ -39,6 +39,9 @@ const (
 	indexClaimLease = "spec.holder.leaseName"
 	// indexClaimObject indexes LockClaims by spec.holder.object, as workloads.RefKeyOf spells it.
 	indexClaimObject = "spec.holder.object"
+	// indexLockRecord indexes DistributedLocks by the claims and holders their record names
+	// (recordIndexKeys): what wakes a lock whose holder's claim is gone.
+	indexLockRecord = "status.holders"
 	// indexLockBackend indexes DistributedLocks by the name of their backend.
 	indexLockBackend = "spec.backendRef.name"
 	// indexPodNode indexes Pods by spec.nodeName: a Node whose Ready condition changes wakes the
@@ -77,6 +80,9 @@ var fieldIndexes = []fieldIndex{
 			}
 		}
 		return nil
+	}},
+	{&locksv1alpha1.DistributedLock{}, indexLockRecord, func(o client.Object) []string {
+		return recordIndexKeys(o.(*locksv1alpha1.DistributedLock).Status.CurrentHolders())
 	}},
 	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}

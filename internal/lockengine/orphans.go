@@ -51,6 +51,8 @@ func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 			markWaiting(c, 0, false, locksv1alpha1.ReasonLockNotFound, msg)
 		}
 		errs = append(errs, r.writeClaim(ctx, s, c))
+		// A finalizer from an earlier lockwarden, which released through it: nothing is held here.
+		errs = append(errs, r.shedFinalizer(ctx, c))
 	}
 	return errors.Join(errs...)
 }

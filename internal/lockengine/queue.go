@@ -24,7 +24,6 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
@@ -145,10 +144,6 @@ func (r *Reconciler) joinHold(s *lockScope, c *locksv1alpha1.LockClaim) bool {
 // queue that this pass has not granted, once, and says whether it did. On success the pass adds c
 // to the lock record, and writeLock issues its token.
 func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (bool, error) {
-	// No lock is taken for a claim that could vanish without releasing it.
-	if err := r.ensureFinalizer(ctx, s, c); err != nil {
-		return false, err
-	}
 	if err := r.Guard.Check(); err != nil {
 		return false, err
 	}
@@ -183,7 +178,7 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	_, inRecord := backends.AsRecordKeeper(s.backend)
 	lease = heldFromRecord(lease, s.now, inRecord)
 	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
-	s.lock.Status.Holders = append(s.lock.Status.Holders, holderRecord(c.Name, id, lease, mode, s.now))
+	s.lock.Status.Holders = append(s.lock.Status.Holders, holderRecord(c, s.recordedHolderOf(c), id, lease, mode, s.now))
 	s.grants = append(s.grants, grant{claim: c, lease: lease, record: len(s.lock.Status.Holders) - 1})
 	return true, nil
 }
@@ -223,25 +218,6 @@ func (s *lockScope) acquirer(mode grantMode) func(ctx context.Context, onBackend
 	return func(ctx context.Context, onBackend string) (backends.Lease, error) {
 		return sharer.TryAcquireShared(ctx, s.key, onBackend, s.ttl, int(s.maxHolders()))
 	}
-}
-
-// ensureFinalizer adds the release finalizer to a claim that lacks it (one created without it,
-// by hand), keeping the status the pass has decided.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	if controllerutil.ContainsFinalizer(c, locksv1alpha1.Finalizer) {
-		return nil
-	}
-	status := c.Status.DeepCopy()
-	controllerutil.AddFinalizer(c, locksv1alpha1.Finalizer)
-	if err := r.Update(ctx, c); err != nil {
-		return err
-	}
-	r.written.note(c)
-	base := c.DeepCopy()
-	base.Status = s.read[c.UID].Status
-	s.read[c.UID] = base
-	c.Status = *status
-	return nil
 }
 
 // giveBackOrphan releases a backend hold of identity if it belongs to another claim of this lock

@@ -134,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.written.note(s.lock)
 		s.readLock = s.lock.DeepCopy()
 	}
-	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeClaims, r.finishDeletes}
+	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeClaims, r.shedFinalizers, r.finishDeletes}
 	for _, step := range steps {
 		if err := step(ctx, s); err != nil {
 			return ctrl.Result{}, err
@@ -181,10 +181,15 @@ func (r *Reconciler) wake(lock types.NamespacedName) {
 // callback.
 func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
 	c := &locksv1alpha1.LockClaim{}
-	if err := r.Get(context.Background(), claim, c); err != nil {
-		return // gone: its lock's pass no longer counts it
+	if err := r.Get(context.Background(), claim, c); err == nil {
+		r.wake(types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName})
+		return
 	}
-	r.wake(types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName})
+	// Gone, but its lock's record may still name it (a claim deleted with its pod's foreground
+	// deletion holds until the pod is gone).
+	for _, req := range r.locksRecording(context.Background(), claim.Namespace, claimRecordKey(claim.Name)) {
+		r.wake(req.NamespacedName)
+	}
 }
 
 // SetupWithManager wires the lock's watches: the lock itself, its claims (a new claim, a
@@ -243,7 +248,7 @@ func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 
 // locksOfPod maps a pod to the locks of the claims held or queued for it.
 func (r *Reconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Request {
-	return r.locksOfClaimsNaming(ctx, o, indexClaimPod, o.GetName())
+	return r.locksOfClaimsNaming(ctx, o, indexClaimPod, o.GetName(), podRecordKey(o.GetName()))
 }
 
 // locksOfNode maps a Node to the locks that judge holders by their node (holderNodeLossSeconds)
@@ -270,21 +275,39 @@ func (r *Reconciler) locksOfNode(ctx context.Context, o client.Object) []ctrl.Re
 	return reqs
 }
 
-// locksOfClaimsNaming maps an object to the locks of the claims of its namespace whose index
-// field (indexClaimPod, indexClaimLease, indexClaimObject) is key, each lock once.
-func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index, key string) []ctrl.Request {
-	list := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}); err != nil {
-		return nil
-	}
+// locksOfClaimsNaming maps o to the locks of the claims whose field index holds key, and to the
+// locks whose record names recordKey (indexLockRecord: a holder whose claim is already gone),
+// each lock once.
+func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, index, key, recordKey string) []ctrl.Request {
 	seen := map[string]bool{}
 	var reqs []ctrl.Request
-	for i := range list.Items {
-		name := list.Items[i].Spec.LockName
+	add := func(name string) {
 		if !seen[name] {
 			seen[name] = true
 			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
 		}
+	}
+	claims := &locksv1alpha1.LockClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}); err == nil {
+		for i := range claims.Items {
+			add(claims.Items[i].Spec.LockName)
+		}
+	}
+	for _, req := range r.locksRecording(ctx, o.GetNamespace(), recordKey) {
+		add(req.Name)
+	}
+	return reqs
+}
+
+// locksRecording maps recordKey (recordIndexKeys) to the locks of namespace ns whose record names it.
+func (r *Reconciler) locksRecording(ctx context.Context, ns, recordKey string) []ctrl.Request {
+	locks := &locksv1alpha1.DistributedLockList{}
+	if err := r.List(ctx, locks, client.InNamespace(ns), client.MatchingFields{indexLockRecord: recordKey}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(locks.Items))
+	for i := range locks.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&locks.Items[i])})
 	}
 	return reqs
 }
@@ -304,5 +327,5 @@ func (r *Reconciler) locksOfBackend(ctx context.Context, o client.Object) []ctrl
 
 // locksOfLease maps a heartbeat Lease to the locks of the claims that name it.
 func (r *Reconciler) locksOfLease(ctx context.Context, o client.Object) []ctrl.Request {
-	return r.locksOfClaimsNaming(ctx, o, indexClaimLease, o.GetName())
+	return r.locksOfClaimsNaming(ctx, o, indexClaimLease, o.GetName(), leaseRecordKey(o.GetName()))
 }

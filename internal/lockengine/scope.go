@@ -72,6 +72,9 @@ type passRead struct {
 	// as claims are written; readMu guards it while they are written in parallel.
 	read   map[types.UID]*locksv1alpha1.LockClaim
 	readMu sync.Mutex
+	// vanished are, by UID, the claims of s.claims that the lock record names and the cache no
+	// longer has (vanished.go): judged like deleted claims, never written.
+	vanished map[types.UID]bool
 	// pods are the holder pods of pod claims that exist, by name.
 	pods map[string]*corev1.Pod
 	// nodes are the Nodes of the pods of claims that hold, by name, read only when the lock sets
@@ -224,7 +227,9 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 	if isHeld(c) {
 		return c.Status.HolderIdentity == rec.Identity && c.Status.FencingToken == rec.FencingToken
 	}
-	return c.Name == rec.Claim
+	// Granted, but the grant has not reached its status yet: the very claim the entry names, not
+	// one created again under its name.
+	return c.Name == rec.Claim && (rec.ClaimUID == "" || rec.ClaimUID == c.UID)
 }
 
 // podVerdict is the liveness of the holder of c, a claim that holds: of its pod (and of the pod's
@@ -377,20 +382,12 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 	s.pods = map[string]*corev1.Pod{}
 	fresh, err := r.readClaims(ctx, s, func(c *locksv1alpha1.LockClaim) error {
 		s.claims = append(s.claims, c)
-		if h := c.Spec.Holder; h != nil && h.PodName != "" {
-			if err := r.loadPod(ctx, s, h.PodName); err != nil {
-				return err
-			}
-			if err := r.loadNode(ctx, s, c); err != nil {
-				return err
-			}
-		}
-		if err := r.loadObject(ctx, s, c); err != nil {
-			return err
-		}
-		return r.loadHeartbeat(ctx, s, c)
+		return r.loadHolder(ctx, s, c)
 	})
 	if !fresh || err != nil {
+		return nil, err
+	}
+	if err := r.loadVanished(ctx, s); err != nil {
 		return nil, err
 	}
 	s.claims = fifo(s.claims)
@@ -406,6 +403,23 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 		}
 	}
 	return s, nil
+}
+
+// loadHolder reads what the pass judges claim c's holder by: its pod (and the pod's Node), its
+// workload object, its heartbeat Lease.
+func (r *Reconciler) loadHolder(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if h := c.Spec.Holder; h != nil && h.PodName != "" {
+		if err := r.loadPod(ctx, s, h.PodName); err != nil {
+			return err
+		}
+		if err := r.loadNode(ctx, s, c); err != nil {
+			return err
+		}
+	}
+	if err := r.loadObject(ctx, s, c); err != nil {
+		return err
+	}
+	return r.loadHeartbeat(ctx, s, c)
 }
 
 // readLock starts the scope of a pass of lock name at now, with the lock from the cache (s.lock

@@ -141,11 +141,11 @@ func (e *stepEnv) lock(name string, mutate ...func(*locksv1alpha1.DistributedLoc
 	return l
 }
 
-// claim creates a LockClaim of lock, with the release finalizer as the claim reconciler adds it.
+// claim creates a LockClaim of lock (without a finalizer, as lockwarden's own clients make them).
 func (e *stepEnv) claim(name, lock string, mutate ...func(*locksv1alpha1.LockClaim)) *locksv1alpha1.LockClaim {
 	e.t.Helper()
-	c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: stepNamespace, Name: name,
-		Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}
+	c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: stepNamespace, Name: name},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}
 	for _, m := range mutate {
 		m(c)
 	}

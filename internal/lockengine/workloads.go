@@ -166,7 +166,8 @@ func (r *Reconciler) watchWorkloads(b *builder.Builder) *builder.Builder {
 // locksOfObject maps a workload object to the locks of the claims that name it as their holder.
 func (r *Reconciler) locksOfObject(ctx context.Context, o client.Object) []ctrl.Request {
 	gk := o.GetObjectKind().GroupVersionKind().GroupKind()
-	return r.locksOfClaimsNaming(ctx, o, indexClaimObject, workloads.RefKey(gk, o.GetName()))
+	key := workloads.RefKey(gk, o.GetName())
+	return r.locksOfClaimsNaming(ctx, o, indexClaimObject, key, key)
 }
 
 // workloadProgressed passes the updates of a workload object that can change its verdict: how far

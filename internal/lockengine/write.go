@@ -201,7 +201,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	s.readMu.Lock()
 	before := s.read[c.UID]
 	s.readMu.Unlock()
-	if equality.Semantic.DeepEqual(before.Status, c.Status) {
+	if s.vanished[c.UID] || equality.Semantic.DeepEqual(before.Status, c.Status) {
 		return nil
 	}
 	if err := r.Guard.Check(); err != nil {

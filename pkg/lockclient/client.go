@@ -353,10 +353,7 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 
 func newClaim(req Request) *locksv1alpha1.LockClaim {
 	claim := &locksv1alpha1.LockClaim{
-		// The release finalizer is set at creation, so that the controller's first pass can grant
-		// at once instead of adding it first.
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue},
-			Finalizers: []string{locksv1alpha1.Finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
 		Spec: locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode},
 	}
 	if req.Timeout > 0 {
