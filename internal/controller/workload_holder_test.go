@@ -164,7 +164,14 @@ var _ = Describe("Workload objects as holders (spec.holder.object)", func() {
 			return job.Finalizers
 		}).Should(ContainElement(metav1.FinalizerDeleteDependents))
 		Expect(k8sClient.Delete(ctx(), &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})).To(Succeed())
-		Consistently(phaseOf(ns, "a")).WithTimeout(2*time.Second).Should(Equal(held), "the Job's pods may still run")
+		// The claim is gone at once (claims carry no finalizer); the lock record keeps the hold.
+		Consistently(func(g Gomega) string {
+			l := &locksv1alpha1.DistributedLock{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "db"}, l)).To(Succeed())
+			g.Expect(l.Status.Holders).To(HaveLen(1))
+			return l.Status.Holders[0].Claim
+		}).WithTimeout(2*time.Second).Should(Equal("a"), "the Job's pods may still run")
+		Expect(phaseOf(ns, "b")()).To(Equal(locksv1alpha1.ClaimPending))
 
 		Eventually(func() error {
 			if err := k8sClient.Get(ctx(), client.ObjectKeyFromObject(job), job); err != nil {

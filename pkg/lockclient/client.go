@@ -413,15 +413,16 @@ func (c *Client) pod(ctx context.Context, ns string, p Pod) (*corev1.Pod, error)
 	return pod, nil
 }
 
-// Release deletes a claim, which releases its lock, and waits until the controller has let it go.
-// A claim that is already gone counts as released.
+// Release deletes a claim, which releases its lock (the controller records the release in its next
+// pass), and waits until the claim is gone. A claim that is already gone counts as released.
 func (c *Client) Release(ctx context.Context, namespace, name string) error {
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	return c.deleteAndWait(ctx, claim)
 }
 
-// deleteAndWait deletes claim and waits until it is gone (the controller removes its finalizer
-// once the lock is released).
+// deleteAndWait deletes claim and waits until it is gone: at once, since claims carry no
+// finalizer (the lock's record releases the hold in the controller's next pass), or, for a claim
+// an earlier lockwarden gave its release finalizer, once the controller has released it.
 func (c *Client) deleteAndWait(ctx context.Context, claim *locksv1alpha1.LockClaim) error {
 	var opts []client.DeleteOption
 	if claim.UID != "" {
