@@ -115,6 +115,7 @@ const (
 	ReasonKeyConflict = "KeyConflict"
 )
 
-// Finalizer is set on LockClaims and DistributedLocks so that the controller releases the lock on
-// the backend before the object goes away.
+// Finalizer is set on DistributedLocks, so that the controller releases a lock's holder and its
+// backend key before the lock goes away. LockClaims carry none: the lock record releases a
+// deleted claim's hold. Earlier builds set it on claims too; the controller takes it off them.
 const Finalizer = "locks.lockwarden.io/release"

@@ -354,7 +354,7 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 func newClaim(req Request) *locksv1alpha1.LockClaim {
 	claim := &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode},
+		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode},
 	}
 	if req.Timeout > 0 {
 		secs := math.Ceil(req.Timeout.Seconds())

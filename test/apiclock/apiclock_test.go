@@ -92,7 +92,7 @@ func grant(t *testing.T, c client.Client, lock, claim string) (int64, time.Time)
 	if err := c.Create(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	cl := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim, Finalizers: []string{locksv1alpha1.Finalizer}},
+	cl := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim},
 		Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}
 	if err := c.Create(ctx, cl); err != nil {
 		t.Fatal(err)

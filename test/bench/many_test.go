@@ -67,9 +67,8 @@ func (b *bench) manyLocks(t *testing.T, ctx context.Context, locks, perLock int)
 			return err
 		}
 		for i := range perLock {
-			// As lockctl does: the release finalizer is set at creation.
-			if err := b.c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(l, i),
-				Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}); err != nil {
+			// As lockctl does: no finalizer.
+			if err := b.c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(l, i)}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}}); err != nil {
 				return err
 			}
 			// Creation seconds order the queue: keep each lock's claims in order.

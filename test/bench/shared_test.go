@@ -79,9 +79,8 @@ func (b *bench) sharedLock(t *testing.T, ctx context.Context, label string, plac
 			mode = locksv1alpha1.LockModeExclusive
 		}
 		created[name] = time.Now()
-		// As lockctl does: the release finalizer is set at creation.
-		must(t, b.c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: "shared", Mode: mode}}))
+		// As lockctl does: no finalizer.
+		must(t, b.c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: locksv1alpha1.LockClaimSpec{LockName: "shared", Mode: mode}}))
 	}
 	var waits []time.Duration
 	var first, last time.Time

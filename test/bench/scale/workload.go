@@ -82,7 +82,7 @@ func createNamespace(ctx context.Context, c client.Client, ns string, bound time
 	return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
-// deleteNamespace deletes ns and waits until it is gone (the manager releases the claims'
+// deleteNamespace deletes ns and waits until it is gone (the manager releases the locks'
 // finalizers on the way).
 func deleteNamespace(ctx context.Context, c client.Client, ns string, bound time.Duration) error {
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -141,14 +141,14 @@ func createDeployments(ctx context.Context, c client.Client, ns string, locks, p
 	})
 }
 
-// createClaims creates perLock detached claims on each of locks locks, with the release
-// finalizer set at creation as lockctl does, on k goroutines, and returns when the last create
+// createClaims creates perLock detached claims on each of locks locks, without a finalizer as
+// lockctl makes them, on k goroutines, and returns when the last create
 // was answered. Each lock's claims are created in order, so that its first claim is its head.
 func createClaims(ctx context.Context, c client.Client, ns string, locks, perLock, k int) (time.Time, error) {
 	err := parallel(ctx, k, locks, func(l int) error {
 		for i := range perLock {
-			err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName(l, i),
-				Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lockName(l)}})
+			err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName(l, i)},
+				Spec: locksv1alpha1.LockClaimSpec{LockName: lockName(l)}})
 			if err != nil {
 				return fmt.Errorf("creating claim %d of lock %d: %w", i, l, err)
 			}
