@@ -221,7 +221,10 @@ type LockClaimStatus struct {
 	// +optional
 	LeaseDurationSeconds int32 `json:"leaseDurationSeconds,omitempty"`
 
-	// queuePosition is the claim's place in the lock's queue while it waits; 1 is next.
+	// queuePosition is the claim's place in the lock's queue while it waits; 1 is next. It is
+	// exact when the claim is first queued; after that it is rewritten only when the place moves
+	// into another band (1, 2-3, 4-7, 8-15, ...), at most once a minute, so that a handoff costs no
+	// write per waiting claim: a claim that shows 6 is 4th to 7th in line, as of up to a minute ago.
 	// +optional
 	QueuePosition int32 `json:"queuePosition,omitempty"`
 

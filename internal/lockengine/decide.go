@@ -19,6 +19,7 @@ package lockengine
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -321,7 +322,7 @@ func waitingStatus(p waiterPlace) waiting {
 		return waiting{position: p.position, ready: true, reason: locksv1alpha1.ReasonLockDelay,
 			message: lockDelayMessage(p.delayUntil.Time, p.delaySeconds)}
 	}
-	return waiting{position: p.position, ready: true, reason: locksv1alpha1.ReasonQueued, message: queuedMessage(p.holders, p.position)}
+	return waiting{position: p.position, ready: true, reason: locksv1alpha1.ReasonQueued, message: queuedMessage(p.holders)}
 }
 
 // writeClass is how the claim writes of a pass are ordered (writeClaims).
@@ -373,7 +374,8 @@ func timedOutEnding(waitTimeoutSeconds int32) *ending {
 }
 
 // lowPriority says whether a claim's status change is one no client waits for: a queued claim
-// whose place or wording changed. (A new claim's first status is written at once.)
+// whose place or wording changed, for the same reason. (A new claim's first status, and a switch
+// between Queued and Contended, are written at once.)
 func lowPriority(before, after *locksv1alpha1.LockClaimStatus) bool {
 	queued := func(st *locksv1alpha1.LockClaimStatus) bool {
 		if st.Phase != locksv1alpha1.ClaimPending {
@@ -382,7 +384,7 @@ func lowPriority(before, after *locksv1alpha1.LockClaimStatus) bool {
 		reason := acquiredReason(st)
 		return reason == locksv1alpha1.ReasonQueued || reason == locksv1alpha1.ReasonContended
 	}
-	return queued(after) && queued(before)
+	return queued(after) && queued(before) && acquiredReason(before) == acquiredReason(after)
 }
 
 // acquiredReason is the reason of a claim status's Acquired condition.
@@ -413,15 +415,14 @@ func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
 	return out
 }
 
-// queuedMessage says where a waiting claim stands.
-func queuedMessage(holders []locksv1alpha1.LockHolder, position int32) string {
-	switch len(holders) {
-	case 0:
-		return fmt.Sprintf("Waiting behind %d claim(s)", position-1)
-	case 1:
-		return fmt.Sprintf("Held by claim %s; position %d in the queue", holders[0].Claim, position)
+// queuedMessage says that a claim waits in the queue. It names neither the holder nor the place:
+// both change at every handoff, and a message that said them would cost every waiter a write per
+// handoff. The lock's status and columns show the holders; status.queuePosition the place.
+func queuedMessage(holders []locksv1alpha1.LockHolder) string {
+	if len(holders) == 0 {
+		return "Waiting in the queue for the claims ahead to be served; status.queuePosition is the place, in bands"
 	}
-	return fmt.Sprintf("Held by %d claims; position %d in the queue", len(holders), position)
+	return "Waiting in the queue while the lock is held (the DistributedLock's status.holders names the holders); status.queuePosition is the place, in bands"
 }
 
 // refreshMargin is how long before a held claim's status.expireTime passes the claim is rewritten
@@ -452,22 +453,44 @@ func refreshWait(expire time.Time, ttl time.Duration, now time.Time) time.Durati
 	return max(ttl/24, 100*time.Millisecond)
 }
 
-// lowPriorityDelay is how long updates that no client waits for (queue positions, the waiting
-// count, the "Queued" status of new claims) are held back and folded together, so that they never
-// crowd out a grant: a busy lock's waiters would otherwise each be rewritten at every handoff.
-const lowPriorityDelay = 5 * time.Second
+// waitingCountDelay is how long a change of the lock's waiting count alone (a claim queued or gone
+// while nothing else changed) is held back and folded with the next ones: the count is written
+// anyway with every lock record write, a handoff's included.
+const waitingCountDelay = 5 * time.Second
 
-// lowPriorityDue decides, for a lock whose pass has only low-priority changes to write, whether to
-// write them now. dirtySince is when such changes were first held back (zero: not yet). It
-// returns whether to write, and when to look again if not.
-func lowPriorityDue(dirtySince, now time.Time) (write bool, wait time.Duration) {
+// positionsDelay is how long the waiters' low-priority changes (a queue position that moved into
+// another band, the wording of a Contended wait) are held back and folded together: at most one
+// round of them a minute per lock, so that a handoff costs no write to the claims that wait, and
+// a busy lock's waiters are not each rewritten at every handoff (docs/how-locks-work.md).
+const positionsDelay = time.Minute
+
+// lowPriorityDue decides, for a lock whose pass has low-priority changes held back for delay,
+// whether to write them now. dirtySince is when such changes were first held back (zero: not
+// yet). It returns whether to write, and when to look again if not.
+func lowPriorityDue(dirtySince, now time.Time, delay time.Duration) (write bool, wait time.Duration) {
 	if dirtySince.IsZero() {
-		return false, lowPriorityDelay
+		return false, delay
 	}
-	if due := dirtySince.Add(lowPriorityDelay); now.Before(due) {
+	if due := dirtySince.Add(delay); now.Before(due) {
 		return false, due.Sub(now)
 	}
 	return true, 0
+}
+
+// positionBand is the band of queue positions that a position belongs to: 1, 2–3, 4–7, 8–15, and
+// so on (0, no place, is a band of its own).
+func positionBand(p int32) int { return bits.Len32(uint32(max(p, 0))) }
+
+// shownPosition is the queue position a waiting claim's status shows, given the one last written
+// and its place now: the written one while its place stays in the same band, else its place now.
+// A handoff moves every waiter up one place; rewritten exactly, each waiter would cost a write per
+// handoff (99 on a lock with 100 claims). In bands, a handoff moves about log₂ of the waiters
+// into a new band, and those writes wait for the next round (positionsDelay).
+func shownPosition(written, now int32) int32 {
+	if written > 0 && now > 0 && positionBand(written) == positionBand(now) {
+		return written
+	}
+	return now
 }
 
 // soonest keeps the shorter of two waits, zero meaning none.

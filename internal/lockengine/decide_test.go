@@ -190,7 +190,8 @@ func TestLowPriority(t *testing.T) {
 		want          bool
 	}{
 		{"a queued claim moves up", status("Pending", "Queued", 3), status("Pending", "Queued", 2), true},
-		{"queued, then contended at the head", status("Pending", "Queued", 2), status("Pending", "Contended", 1), true},
+		{"queued, then contended at the head: news", status("Pending", "Queued", 2), status("Pending", "Contended", 1), false},
+		{"contended, with another word on the outside holder", status("Pending", "Contended", 1), status("Pending", "Contended", 1), true},
 		{"a new claim's first status", status("", "", 0), status("Pending", "Queued", 4), false},
 		{"the backend came back", status("Pending", "BackendUnavailable", 0), status("Pending", "Queued", 1), false},
 		{"granted", status("Pending", "Queued", 1), status("Held", "Acquired", 0), false},
@@ -203,6 +204,28 @@ func TestLowPriority(t *testing.T) {
 	}
 }
 
+func TestShownPosition(t *testing.T) {
+	cases := []struct {
+		name         string
+		written, now int32
+		want         int32
+	}{
+		{"first place in the queue", 0, 5, 5},
+		{"moved up within its band (4-7): unchanged", 7, 4, 7},
+		{"moved up into the next band", 4, 3, 3},
+		{"became the head", 2, 1, 1},
+		{"the head stays the head", 1, 1, 1},
+		{"within 2-3", 3, 2, 3},
+		{"within 64-127", 120, 64, 120},
+		{"out of the queue", 3, 0, 0},
+	}
+	for _, c := range cases {
+		if got := shownPosition(c.written, c.now); got != c.want {
+			t.Errorf("%s: shownPosition(%d, %d) = %d, want %d", c.name, c.written, c.now, got, c.want)
+		}
+	}
+}
+
 func TestLowPriorityDue(t *testing.T) {
 	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -211,13 +234,13 @@ func TestLowPriorityDue(t *testing.T) {
 		wantWrite bool
 		wantWait  time.Duration
 	}{
-		{"first held back", time.Time{}, false, lowPriorityDelay},
-		{"held back a moment ago", now.Add(-500 * time.Millisecond), false, lowPriorityDelay - 500*time.Millisecond},
-		{"due", now.Add(-lowPriorityDelay), true, 0},
-		{"overdue", now.Add(-time.Minute), true, 0},
+		{"first held back", time.Time{}, false, positionsDelay},
+		{"held back a moment ago", now.Add(-500 * time.Millisecond), false, positionsDelay - 500*time.Millisecond},
+		{"due", now.Add(-positionsDelay), true, 0},
+		{"overdue", now.Add(-time.Hour), true, 0},
 	}
 	for _, c := range cases {
-		write, wait := lowPriorityDue(c.dirty, now)
+		write, wait := lowPriorityDue(c.dirty, now, positionsDelay)
 		if write != c.wantWrite || wait != c.wantWait {
 			t.Errorf("%s: (%v, %s), want (%v, %s)", c.name, write, wait, c.wantWrite, c.wantWait)
 		}
@@ -487,9 +510,9 @@ func TestWaitingStatus(t *testing.T) {
 		want  waiting
 	}{
 		{"queued behind a holder", waiterPlace{position: 2, holders: held},
-			waiting{2, true, locksv1alpha1.ReasonQueued, "Held by claim a; position 2 in the queue"}},
+			waiting{2, true, locksv1alpha1.ReasonQueued, "Waiting in the queue while the lock is held (the DistributedLock's status.holders names the holders); status.queuePosition is the place, in bands"}},
 		{"head of a free lock", waiterPlace{position: 1},
-			waiting{1, true, locksv1alpha1.ReasonQueued, "Waiting behind 0 claim(s)"}},
+			waiting{1, true, locksv1alpha1.ReasonQueued, "Waiting in the queue for the claims ahead to be served; status.queuePosition is the place, in bands"}},
 		{"an unusable backend comes first, as an outage", waiterPlace{position: 1, unusable: unusable, conflict: conflict},
 			waiting{0, false, locksv1alpha1.ReasonBackendUnavailable, unusable.Message}},
 		{"a key conflict keeps its reason", waiterPlace{position: 3, conflict: conflict},
@@ -497,7 +520,7 @@ func TestWaitingStatus(t *testing.T) {
 		{"the head of a free lock waits out the lock delay", waiterPlace{position: 1, delayed: true, delayUntil: &until, delaySeconds: 30},
 			waiting{1, true, locksv1alpha1.ReasonLockDelay, "The last hold ended without a release; no grant before 2026-12-04T10:00:30Z (lockDelaySeconds=30)"}},
 		{"behind the head, a delay is just a queue", waiterPlace{position: 2, delayed: true, delayUntil: &until, delaySeconds: 30},
-			waiting{2, true, locksv1alpha1.ReasonQueued, "Waiting behind 1 claim(s)"}},
+			waiting{2, true, locksv1alpha1.ReasonQueued, "Waiting in the queue for the claims ahead to be served; status.queuePosition is the place, in bands"}},
 	}
 	for _, c := range cases {
 		if got := waitingStatus(c.place); got != c.want {
@@ -532,7 +555,7 @@ func TestClassifyWrite(t *testing.T) {
 		{"a hold ended", held, released, writeEnded},
 		{"a waiter moved up", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonQueued, 1), writeLow},
 		{"a new claim's first status", claim("", "", 0), queued, writeRest},
-		{"a waiter became contended", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonContended, 1), writeLow},
+		{"a waiter became contended: news, written at once", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonContended, 1), writeRest},
 		{"a waiter's backend failed", queued, claim(locksv1alpha1.ClaimPending, locksv1alpha1.ReasonBackendUnavailable, 0), writeRest},
 		{"a deleted claim that holds nothing", queued, deleting(released.DeepCopy()), writeGone},
 		{"a deleted claim that still holds is written as any other", held, deleting(held.DeepCopy()), writeNothing},

@@ -24,15 +24,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// This file holds back the status changes no client waits for (queue positions, the waiting
-// count) and writes them in rounds: a round falls due lowPriorityDelay after the first change it
-// folds, and writes its claims lowPriorityBatch at a time, one batch per pass, so that a handoff
-// never waits behind more than one batch.
+// This file holds back the status changes no client waits for and writes them in rounds: the
+// lock's waiting count alone falls due waitingCountDelay after its first change; the waiters'
+// changes (positions that moved into another band, a Contended wait's wording) positionsDelay
+// after the first change a round folds, and are written lowPriorityBatch at a time, one batch per
+// pass, so that a handoff never waits behind more than one batch.
 
 // lowRound is one lock's held-back low-priority changes.
 type lowRound struct {
-	// since is when the changes of the next round were first held back (zero: none yet).
-	since time.Time
+	// since is when the waiters' changes of the next round were first held back (zero: none
+	// yet); countSince, when the lock's waiting count was.
+	since, countSince time.Time
 	// pending are the claims the round under way has still to write.
 	pending map[types.UID]bool
 }
@@ -45,7 +47,7 @@ const lowPriorityBatch = 8
 const lowPriorityNext = 20 * time.Millisecond
 
 // decideLowPriority decides whether the pass writes low-priority changes: the lock's waiting
-// count when a round starts, and a batch of the round's claims while one is under way.
+// count once its change is due, and a batch of the waiters' round while one is under way.
 func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) error {
 	var changed []types.UID
 	for _, c := range s.claims {
@@ -53,33 +55,49 @@ func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) error {
 			changed = append(changed, c.UID)
 		}
 	}
-	low := len(changed) > 0 || int32(len(s.waiters)) != s.readLock.Status.Waiting
+	countChanged := int32(len(s.waiters)) != s.readLock.Status.Waiting
 	r.lowMu.Lock()
 	defer r.lowMu.Unlock()
 	round := r.lowRounds[s.name]
-	switch {
-	case round != nil && len(round.pending) > 0:
-		s.lowPending = round.pending
-		return nil
-	case !low:
-		delete(r.lowRounds, s.name)
-		return nil
-	case round == nil:
+	if round == nil {
+		if len(changed) == 0 && !countChanged {
+			return nil
+		}
 		round = &lowRound{}
 		r.lowRounds[s.name] = round
 	}
-	write, wait := lowPriorityDue(round.since, s.now)
+	s.writeLow = foldDue(&round.countSince, countChanged, s, waitingCountDelay)
 	switch {
-	case write:
-		round.since = time.Time{}
+	case len(round.pending) > 0:
+		s.lowPending = round.pending
+	case foldDue(&round.since, len(changed) > 0, s, positionsDelay):
 		round.pending = map[types.UID]bool{}
 		for _, uid := range changed {
 			round.pending[uid] = true
 		}
-		s.writeLow, s.lowPending = true, round.pending
-	case round.since.IsZero():
-		round.since = s.now
+		s.lowPending = round.pending
+	}
+	if round.since.IsZero() && round.countSince.IsZero() && len(round.pending) == 0 {
+		delete(r.lowRounds, s.name)
+	}
+	return nil
+}
+
+// foldDue follows one kind of held-back change whose fold started at *since (zero: none held
+// back): it says whether the fold is due now (and restarts it), starts it when dirty, drops it
+// when nothing is left to write, and asks the pass to look again when it falls due.
+func foldDue(since *time.Time, dirty bool, s *lockScope, delay time.Duration) bool {
+	if !dirty {
+		*since = time.Time{}
+		return false
+	}
+	write, wait := lowPriorityDue(*since, s.now, delay)
+	switch {
+	case write:
+		*since = time.Time{}
+	case since.IsZero():
+		*since = s.now
 	}
 	s.wait = soonest(s.wait, wait)
-	return nil
+	return write
 }

@@ -275,7 +275,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 		if !q.tried { // a claim the pass tried the backend for says how that went
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
-			markWaiting(c, w.position, w.ready, w.reason, w.message)
+			markWaiting(c, shownPosition(s.read[c.UID].Status.QueuePosition, w.position), w.ready, w.reason, w.message)
 		}
 		s.waiters = append(s.waiters, c)
 	}

@@ -112,7 +112,7 @@ func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Resu
 		if isBusy(current, lock) {
 			return true, &Error{Kind: ErrLockBusy, Namespace: current.Namespace, Lock: current.Spec.LockName, Claim: current.Name,
 				Phase: current.Status.Phase, Reason: acquiredReason(current),
-				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", current.Spec.LockName, current.Namespace, acquiredMessage(current))}
+				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", current.Spec.LockName, current.Namespace, busyDetail(current, lock))}
 		}
 		return false, nil
 	})
@@ -130,10 +130,35 @@ func queuedAt(claim *locksv1alpha1.LockClaim) int32 {
 	return claim.Status.QueuePosition
 }
 
-// needsLockHolder says whether isBusy needs the lock's holders to judge claim: it is next in the
-// queue, and waits either behind holders or for a moment (a place has just come free).
+// needsLockHolder says whether isBusy needs the lock's holders to judge claim, or to say who holds
+// it: the claim is queued (next in the queue, it waits either behind holders or for a moment, a
+// place having just come free).
 func needsLockHolder(claim *locksv1alpha1.LockClaim) bool {
-	return queuedAt(claim) == 1
+	return queuedAt(claim) >= 1
+}
+
+// busyDetail says why a claim that isBusy found the lock taken: a Contended claim's own message
+// (another client holds the backend key); for a queued one, who holds the lock by its record
+// (lock, read by needsLockHolder) and how many claims are ahead, which the claim's first status
+// gives exactly.
+func busyDetail(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) string {
+	pos := queuedAt(claim)
+	if pos == 0 || lock == nil {
+		return acquiredMessage(claim)
+	}
+	var held string
+	switch holders := lock.Status.CurrentHolders(); len(holders) {
+	case 0:
+		held = "not held"
+	case 1:
+		held = "held by claim " + holders[0].Claim
+	default:
+		held = fmt.Sprintf("held by %d claims", len(holders))
+	}
+	if pos > 1 {
+		return fmt.Sprintf("%s; %d claim(s) ahead in the queue", held, pos-1)
+	}
+	return held
 }
 
 // isBusy says whether a waiting claim's status is the controller's answer that the lock is

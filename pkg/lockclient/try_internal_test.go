@@ -64,7 +64,7 @@ func TestIsBusy(t *testing.T) {
 	}{
 		{name: "no status yet", claim: claim("", "", "", 0)},
 		{name: "pending without conditions", claim: claim(pending, "", "", 0)},
-		{name: "queued behind another waiter", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 2), busy: true},
+		{name: "queued behind another waiter", claim: claim(pending, f, locksv1alpha1.ReasonQueued, 2), lock: lock(1, excl), busy: true, needHolder: true},
 		{name: "queued first behind the holder", claim: first(), lock: lock(1, excl), busy: true, needHolder: true},
 		{name: "first in line, lock free: the grant comes next", claim: first(), lock: lock(1), needHolder: true},
 		{name: "first in line, the lock names this claim", claim: first(), lock: named(lock(1, excl), 0, "mine"), needHolder: true},
@@ -91,5 +91,39 @@ func TestIsBusy(t *testing.T) {
 				t.Errorf("isBusy = %v, want %v", got, tc.busy)
 			}
 		})
+	}
+}
+
+// The busy error says who holds the lock, from its record, and how many claims are ahead.
+func TestBusyDetail(t *testing.T) {
+	queued := func(position int32) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{Status: locksv1alpha1.LockClaimStatus{Phase: locksv1alpha1.ClaimPending, QueuePosition: position,
+			Conditions: []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Status: metav1.ConditionFalse, Reason: locksv1alpha1.ReasonQueued, Message: "Waiting in the queue"}}}}
+	}
+	held := func(claims ...string) *locksv1alpha1.DistributedLock {
+		l := &locksv1alpha1.DistributedLock{}
+		for _, c := range claims {
+			l.Status.Holders = append(l.Status.Holders, locksv1alpha1.LockHolder{Claim: c})
+		}
+		return l
+	}
+	contended := &locksv1alpha1.LockClaim{Status: locksv1alpha1.LockClaimStatus{Phase: locksv1alpha1.ClaimPending, QueuePosition: 1,
+		Conditions: []metav1.Condition{{Type: locksv1alpha1.ConditionAcquired, Status: metav1.ConditionFalse, Reason: locksv1alpha1.ReasonContended,
+			Message: "Held by another client of the backend"}}}}
+	for _, tc := range []struct {
+		name  string
+		claim *locksv1alpha1.LockClaim
+		lock  *locksv1alpha1.DistributedLock
+		want  string
+	}{
+		{"next, behind one holder", queued(1), held("web-0-db"), "held by claim web-0-db"},
+		{"behind a holder and two claims", queued(3), held("web-0-db"), "held by claim web-0-db; 2 claim(s) ahead in the queue"},
+		{"behind the places of a semaphore", queued(2), held("a", "b", "c"), "held by 3 claims; 1 claim(s) ahead in the queue"},
+		{"behind claims of a free lock", queued(2), held(), "not held; 1 claim(s) ahead in the queue"},
+		{"contended: the claim's own word", contended, nil, "Contended: Held by another client of the backend"},
+	} {
+		if got := busyDetail(tc.claim, tc.lock); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
