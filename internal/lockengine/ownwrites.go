@@ -83,6 +83,15 @@ func (w *ownWrites) caughtUp(obj client.Object) bool {
 	return true
 }
 
+// isLast says whether obj, as an event brings it, is this process's last write of it.
+func (w *ownWrites) isLast(obj client.Object) bool {
+	rv, ok := parseRV(obj.GetResourceVersion())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, written := w.rv[obj.GetUID()]
+	return ok && written && rv == last
+}
+
 // forget drops what is remembered of an object that is gone or will not be written again.
 func (w *ownWrites) forget(uid types.UID) {
 	w.mu.Lock()

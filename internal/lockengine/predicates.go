@@ -45,6 +45,24 @@ func claimChangedForLock(written *ownWrites) predicate.Predicate {
 	}
 }
 
+// lockChangedForPass passes the events of a lock that its pass must see: every one but the lock's
+// own status write, which the pass that wrote it has acted on already (a pass would find nothing
+// to do, after listing and copying every claim of the lock). A change of spec, the start of
+// deletion, a change of finalizers, a write by anyone else (a user, a tool, another manager) and
+// the cache catching up with an own write that a pass found missing all pass.
+func lockChangedForPass(written *ownWrites) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return written.caughtUp(n) ||
+				!written.isLast(n) ||
+				o.GetGeneration() != n.GetGeneration() ||
+				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+				!slices.Equal(o.GetFinalizers(), n.GetFinalizers())
+		},
+	}
+}
+
 // nodeReadyChanged passes the Node events that can change a holder's verdict under
 // holderNodeLossSeconds: a change of the Ready condition (its status or its transition time) and
 // a deletion. Every other Node update passes nothing: kubelets rewrite their Node's status every

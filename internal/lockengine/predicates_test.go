@@ -22,7 +22,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 func TestNodeReadyChanged(t *testing.T) {
@@ -61,5 +64,45 @@ func TestNodeReadyChanged(t *testing.T) {
 	}
 	if !p.Delete(event.DeleteEvent{Object: n}) {
 		t.Fatal("Delete does not pass, want it to: a holder whose Node is gone is dead at once")
+	}
+}
+
+func TestLockChangedForPass(t *testing.T) {
+	lock := func(rv string, generation int64, mutate ...func(*locksv1alpha1.DistributedLock)) *locksv1alpha1.DistributedLock {
+		l := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Name: "db", UID: "lock-uid", ResourceVersion: rv, Generation: generation}}
+		for _, m := range mutate {
+			m(l)
+		}
+		return l
+	}
+	deleting := func(l *locksv1alpha1.DistributedLock) { l.DeletionTimestamp = ptr.To(metav1.Now()) }
+	finalized := func(l *locksv1alpha1.DistributedLock) { l.Finalizers = []string{locksv1alpha1.Finalizer} }
+	for _, tc := range []struct {
+		name     string
+		written  string // the resourceVersion of this process's last write ("" none)
+		awaited  bool   // a pass found the cache behind that write
+		old, new *locksv1alpha1.DistributedLock
+		want     bool
+	}{
+		{"our own status write", "11", false, lock("10", 1), lock("11", 1), false},
+		{"someone else's status write", "9", false, lock("10", 1), lock("11", 1), true},
+		{"a status write, nothing written by us yet", "", false, lock("10", 1), lock("11", 1), true},
+		{"our own write, which a pass found missing", "11", true, lock("10", 1), lock("11", 1), true},
+		{"a spec change", "11", false, lock("10", 1), lock("11", 2), true},
+		{"deletion starts", "11", false, lock("10", 1), lock("11", 1, deleting), true},
+		{"our finalizer added", "11", false, lock("10", 1), lock("11", 1, finalized), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newOwnWrites()
+			if tc.written != "" {
+				w.note(lock(tc.written, 1))
+			}
+			if tc.awaited {
+				w.behind(lock("10", 1))
+			}
+			if got := lockChangedForPass(w).Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Fatalf("Update passes: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -203,7 +203,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&locksv1alpha1.DistributedLock{}).
+		For(&locksv1alpha1.DistributedLock{}, builder.WithPredicates(lockChangedForPass(r.written))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).

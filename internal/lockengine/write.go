@@ -123,10 +123,10 @@ func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
 // writeClaims writes what the pass changed of its claims, in the order that keeps what watchers
 // see consistent and the handoff short:
 //  1. the holds that ended, so that whoever watches claims never sees two holders at once;
-//  2. the new holders, since the handoff waits for them; then the finalizers of deleted claims
-//     that hold nothing (the lock record, written before, recorded their release). A deleted
-//     claim's status is not written again: its deletion says it. (Removing the finalizer at the
-//     same time as the new holder's write was measured: it slowed that write as much as it saved.)
+//  2. the new holders, since the handoff waits for them; then the events of deleted claims, whose
+//     status is not written again (their deletion says it), and the finalizers that an earlier
+//     lockwarden put on deleted claims that hold nothing (the lock record, written before,
+//     recorded their release).
 //  3. the rest, a few at a time: low-priority changes only when due, and at most
 //     lowPriorityBatch of them, the rest in the passes that follow.
 func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
@@ -135,9 +135,6 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 		before := s.read[c.UID]
 		switch classifyWrite(before, c) {
 		case writeGone:
-			if isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
-				r.recordTransition(c) // its status is never written: the event says how it ended
-			}
 			gone = append(gone, c)
 		case writeEnded:
 			ended = append(ended, c)
@@ -154,6 +151,13 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 	}
 	if err := r.writeEach(ctx, s, granted); err != nil {
 		return err
+	}
+	// A deleted claim's status is never written: an event says how it ended, after the new
+	// holder's write, which the handoff waits for.
+	for _, c := range gone {
+		if before := s.read[c.UID]; isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
+			r.recordTransition(c)
+		}
 	}
 	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.letGo(ctx, s, c) }); err != nil {
 		return err
