@@ -19,6 +19,7 @@ package lockclient
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -124,6 +125,38 @@ func TestBusyDetail(t *testing.T) {
 	} {
 		if got := busyDetail(tc.claim, tc.lock); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A waiter takes its grant from the lock record only when the record names its very claim.
+func TestRecordedHold(t *testing.T) {
+	acquired := metav1.NewMicroTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	expires := metav1.NewMicroTime(acquired.Add(30 * time.Second))
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0-db", UID: "claim-uid"},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}}}
+	record := func(holders ...locksv1alpha1.LockHolder) *locksv1alpha1.DistributedLock {
+		return &locksv1alpha1.DistributedLock{Status: locksv1alpha1.DistributedLockStatus{Holders: holders}}
+	}
+	mine := locksv1alpha1.LockHolder{Claim: "web-0-db", ClaimUID: "claim-uid", Identity: "pod-uid", FencingToken: 42, AcquireTime: acquired, ExpireTime: &expires}
+	other := mine
+	other.ClaimUID = "earlier-claim-uid"
+	for _, tc := range []struct {
+		name string
+		lock *locksv1alpha1.DistributedLock
+		want *Result
+	}{
+		{"named by name and UID", record(mine), &Result{Namespace: "ns", Lock: "db", Claim: "web-0-db", uid: "claim-uid", Identity: "pod-uid",
+			Mode: locksv1alpha1.LockModeShared, FencingToken: 42, Pod: "web-0", AcquireTime: acquired.Time, ExpireTime: expires.Time}},
+		{"an earlier claim of the same name", record(other), nil},
+		{"a record from before claim UIDs", record(locksv1alpha1.LockHolder{Claim: "web-0-db", FencingToken: 42}), nil},
+		{"another holder", record(locksv1alpha1.LockHolder{Claim: "web-1-db", ClaimUID: "x"}), nil},
+		{"free", record(), nil},
+		{"no lock", nil, nil},
+	} {
+		got := recordedHold(claim, tc.lock)
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +37,9 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// Wait waits, by watching, until the claim namespace/name holds its lock. It fails fast with an
+// Wait waits, by watching, until the claim namespace/name holds its lock: until its lock's record
+// names it (with its token, one write before the claim's own status says Held; with a Role that
+// cannot watch DistributedLocks, until the claim says so). It fails fast with an
 // *Error when the claim ends without the lock or cannot proceed (lock, pod or backend missing);
 // when ctx's deadline passes first the error is ErrTimedOut.
 func (c *Client) Wait(ctx context.Context, namespace, name string) (*Result, error) {
@@ -97,7 +100,9 @@ func (c *Client) watchLost(ctx context.Context, namespace, name string, uid type
 		case !claim.DeletionTimestamp.IsZero():
 			lost.Lock = claim.Spec.LockName
 			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is being deleted", claim.Spec.LockName, name, namespace)
-		case claim.Status.Phase != locksv1alpha1.ClaimHeld:
+		case isFinal(claim.Status.Phase):
+			// Not Pending: a hold learnt from the lock record is reported before the claim's own
+			// status says Held.
 			lost.Lock, lost.Phase, lost.Reason = claim.Spec.LockName, claim.Status.Phase, acquiredReason(claim)
 			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is %s (%s)",
 				claim.Spec.LockName, name, namespace, claim.Status.Phase, acquiredMessage(claim))
@@ -108,8 +113,14 @@ func (c *Client) watchLost(ctx context.Context, namespace, name string, uid type
 	})
 }
 
-// wait waits until the claim holds its lock or fails.
+// wait waits until the claim holds its lock or fails: it watches the claim, and, once it has seen
+// the claim, the claim's lock too, whose record names the claim one write before the claim's own
+// status says Held (record.go). Whichever tells first ends the wait.
 func (c *Client) wait(ctx context.Context, namespace, name string) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recorded := make(chan *Result, 1)
+	var watchingRecord sync.Once
 	var res *Result
 	seen := false
 	err := c.watchClaim(ctx, namespace, name, func(claim *locksv1alpha1.LockClaim) (bool, error) {
@@ -121,10 +132,23 @@ func (c *Client) wait(ctx context.Context, namespace, name string) (*Result, err
 			return true, &Error{Kind: kind, Namespace: namespace, Claim: name, Detail: detail}
 		}
 		seen = true
+		watchingRecord.Do(func() {
+			go func() {
+				if r := c.watchRecord(ctx, claim.DeepCopy()); r != nil {
+					recorded <- r
+					cancel()
+				}
+			}()
+		})
 		r, err := c.evaluate(ctx, claim)
 		res = r
 		return r != nil || err != nil, err
 	})
+	select {
+	case r := <-recorded:
+		return r, nil
+	default:
+	}
 	return res, err
 }
 
@@ -267,33 +291,43 @@ func acquiredMessage(claim *locksv1alpha1.LockClaim) string {
 var errStale = errors.New("watch too old")
 
 // watchClaim calls fn with the claim's current state (nil once it does not exist) until fn says it
-// is done or ctx ends: one list of that claim, then client-go's RetryWatcher from the list's
-// resourceVersion (it watches again from the last event it saw when the API server ends a watch,
-// after a delay so as not to spin), and a new list when the server no longer has that version.
+// is done or ctx ends (watchNamed).
 func (c *Client) watchClaim(ctx context.Context, namespace, name string, fn func(*locksv1alpha1.LockClaim) (bool, error)) error {
+	return watchNamed(ctx, c.kube, "LockClaim", namespace, name, &locksv1alpha1.LockClaimList{},
+		func(l *locksv1alpha1.LockClaimList) *locksv1alpha1.LockClaim {
+			if len(l.Items) == 0 {
+				return nil
+			}
+			return &l.Items[0]
+		}, fn)
+}
+
+// watchNamed calls fn with the current state of the object of kind and name in namespace (nil once
+// it does not exist) until fn says it is done or ctx ends: one list of that name into list (first
+// picks the object out of it), then client-go's RetryWatcher from the list's resourceVersion (it
+// watches again from the last event it saw when the API server ends a watch, after a delay so as
+// not to spin), and a new list when the server no longer has that version.
+func watchNamed[O client.Object, L client.ObjectList](ctx context.Context, kube client.WithWatch, kind, namespace, name string,
+	list L, first func(L) O, fn func(O) (bool, error)) error {
 	byName := client.MatchingFields{"metadata.name": name}
+	var none O
 	watcher := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		return c.kube.Watch(ctx, &locksv1alpha1.LockClaimList{}, client.InNamespace(namespace), byName, &client.ListOptions{Raw: &opts})
+		return kube.Watch(ctx, list, client.InNamespace(namespace), byName, &client.ListOptions{Raw: &opts})
 	}}
 	for {
-		list := &locksv1alpha1.LockClaimList{}
-		err := c.kube.List(ctx, list, client.InNamespace(namespace), byName)
+		err := kube.List(ctx, list, client.InNamespace(namespace), byName)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			return apiError(err, "reading LockClaim "+name)
+			return apiError(err, "reading "+kind+" "+name)
 		}
-		var claim *locksv1alpha1.LockClaim
-		if len(list.Items) > 0 {
-			claim = &list.Items[0]
-		}
-		if done, err := fn(claim); done {
+		if done, err := fn(first(list)); done {
 			return err
 		}
-		w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, watcher)
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), watcher)
 		if err != nil {
-			return fmt.Errorf("watching LockClaim %s: %w", name, err)
+			return fmt.Errorf("watching %s %s: %w", kind, name, err)
 		}
 		_, err = watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
 			switch ev.Type {
@@ -302,15 +336,15 @@ func (c *Client) watchClaim(ctx context.Context, namespace, name string, fn func
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					return true, errStale
 				}
-				return true, apiError(err, "watching LockClaim "+name)
+				return true, apiError(err, "watching "+kind+" "+name)
 			case watch.Deleted:
-				return fn(nil)
+				return fn(none)
 			}
-			claim, ok := ev.Object.(*locksv1alpha1.LockClaim)
+			obj, ok := ev.Object.(O)
 			if !ok {
 				return false, nil
 			}
-			return fn(claim)
+			return fn(obj)
 		})
 		switch {
 		case ctx.Err() != nil:
@@ -320,3 +354,4 @@ func (c *Client) watchClaim(ctx context.Context, namespace, name string, fn func
 		}
 	}
 }
+
