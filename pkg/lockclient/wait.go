@@ -354,4 +354,3 @@ func watchNamed[O client.Object, L client.ObjectList](ctx context.Context, kube 
 		}
 	}
 }
-
