@@ -107,19 +107,23 @@ func controllerRef(apiVersion, kind, name string, uid types.UID) metav1.OwnerRef
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &controller}
 }
 
-// vanishedEntries are the indexes of the record entries that no claim of the pass shares and that
-// name their claim's UID (entries written before claims lost their finalizer do not; with no
-// claim left they are released as before).
+// vanishedEntries are the indexes of the record entries whose claim is gone: no claim of the pass
+// shares the entry, and none has the UID it names. Entries written before claims lost their
+// finalizer name no UID, and an entry whose claim is still there but has ended (its status
+// written, the record not) names one that exists: with no claim sharing them, both are released
+// as a release, as before.
 func vanishedEntries(recs []locksv1alpha1.LockHolder, claims []*locksv1alpha1.LockClaim) []int {
 	shared := make([]bool, len(recs))
+	exists := map[types.UID]bool{}
 	for _, c := range claims {
+		exists[c.UID] = true
 		if i := recordIndex(recs, c); i >= 0 {
 			shared[i] = true
 		}
 	}
 	var out []int
 	for i := range recs {
-		if !shared[i] && recs[i].ClaimUID != "" {
+		if !shared[i] && recs[i].ClaimUID != "" && !exists[recs[i].ClaimUID] {
 			out = append(out, i)
 		}
 	}
