@@ -60,12 +60,14 @@ var _ = Describe("Granting in FIFO order", func() {
 			Expect(c.Status.AcquireTime).NotTo(BeNil())
 			lastToken = c.Status.FencingToken
 
-			// Everyone behind waits in order.
+			// Everyone behind waits in order. A waiter's place is exact when it is first queued
+			// (j + 1 here) and then moves in bands, at most once a minute, so that a handoff costs
+			// the waiters no write: it shows its true place or one it had before, never a better one.
 			for j := i + 1; j < n; j++ {
 				Eventually(func(g Gomega) {
 					w := claimOf(ns, names[j])(g)
 					g.Expect(w.Status.Phase).To(Equal(pending))
-					g.Expect(w.Status.QueuePosition).To(Equal(int32(j - i)))
+					g.Expect(w.Status.QueuePosition).To(And(BeNumerically(">=", j-i), BeNumerically("<=", j+1)))
 				}).Should(Succeed())
 			}
 			Eventually(func(g Gomega) {

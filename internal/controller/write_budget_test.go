@@ -176,8 +176,8 @@ func expectThreeWriteHandoff(backend string) {
 	Eventually(phaseOf(ns, "first")).Should(Equal(held))
 	newClaim(ns, "next", "db", "")
 	Eventually(acquired(ns, "next")).Should(Equal("False/Queued"))
-	newClaim(ns, "later", "db", "")
-	Eventually(acquired(ns, "later")).Should(Equal("False/Queued"))
+	newClaim(ns, "then", "db", "") // after "next" in the queue, by creation time and name
+	Eventually(acquired(ns, "then")).Should(Equal("False/Queued"))
 	w := countWrites(ns)
 	settle(w)
 	before := w.snapshot()
@@ -202,7 +202,7 @@ func expectThreeWriteHandoff(backend string) {
 	Expect(locks).To(Equal(1), "release, grant and token in one lock record write")
 	Expect(lockLeases).To(BeZero(), "no Lease per lock")
 	Expect(claims).To(Equal(2), "the delete and the new holder's status")
-	Expect(after["claims"]["later"]-before["claims"]["later"]).To(BeZero(),
+	Expect(after["claims"]["then"]-before["claims"]["then"]).To(BeZero(),
 		"no write to a waiter on a handoff (its move from place 2 to 1 follows in the next round, within a minute)")
 	Expect(claims+locks).To(Equal(3), "the delete, the lock record, the new holder")
 	l := &locksv1alpha1.DistributedLock{}
