@@ -62,6 +62,8 @@ var _ = Describe("Heartbeats of detached claims", func() {
 
 		// Renewed every second: still held well past the Lease's duration.
 		first := lease.Spec.RenewTime.Time
+		// Acquire returns when the lock's record names the claim; its own status follows.
+		Eventually(claimPhase(ns, hold.Claim)).Should(Equal(locksv1alpha1.ClaimHeld))
 		Consistently(claimPhase(ns, hold.Claim), 5*time.Second).Should(Equal(locksv1alpha1.ClaimHeld))
 		Expect(leaseOf(ns, hold.Claim)(Default).Spec.RenewTime.Time).To(BeTemporally(">", first))
 		Expect(hold.Err()).To(Succeed())

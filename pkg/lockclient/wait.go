@@ -92,9 +92,13 @@ func (c *Client) waitLost(ctx context.Context, namespace, name string, uid types
 var lostRetry = wait.Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
 func (c *Client) watchLost(ctx context.Context, namespace, name string, uid types.UID) error {
+	lock := "" // the claim's lock, once seen
 	return c.watchClaim(ctx, namespace, name, func(claim *locksv1alpha1.LockClaim) (bool, error) {
 		lost := &Error{Kind: ErrLost, Namespace: namespace, Claim: name}
 		switch {
+		case (claim == nil || (uid != "" && claim.UID != uid)) && lock != "":
+			lost.Lock = lock
+			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q was deleted", lock, name, namespace)
 		case claim == nil || (uid != "" && claim.UID != uid):
 			lost.Detail = fmt.Sprintf("lost the lock: claim %q in namespace %q was deleted", name, namespace)
 		case !claim.DeletionTimestamp.IsZero():
@@ -107,6 +111,7 @@ func (c *Client) watchLost(ctx context.Context, namespace, name string, uid type
 			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is %s (%s)",
 				claim.Spec.LockName, name, namespace, claim.Status.Phase, acquiredMessage(claim))
 		default:
+			lock = claim.Spec.LockName
 			return false, nil
 		}
 		return true, lost
