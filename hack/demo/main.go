@@ -125,7 +125,7 @@ func run(ns string) error {
 	d.nextGrant(ctx)
 	time.Sleep(2 * time.Second)
 
-	step("Scaling %s down to 1 replica: the claims of removed pods go with them (garbage collection after the finalizer released)", deployName)
+	step("Scaling %s down to 1 replica: the claims of removed pods go with them (garbage collection; the lock record releases them)", deployName)
 	if err := d.scale(ctx, 1); err != nil {
 		return err
 	}
@@ -281,8 +281,8 @@ func (d *demo) printQueue(ctx context.Context) {
 	if err := d.c.List(ctx, list, client.InNamespace(d.ns)); err != nil {
 		return
 	}
-	// Grant order: creation time, then name (status.queuePosition of waiters behind the head is
-	// refreshed a few seconds late on purpose, so the demo orders the queue itself).
+	// Grant order: creation time, then name (status.queuePosition moves in bands and at most once a
+	// minute, so that a handoff costs the waiters no write: the demo orders the queue itself).
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
 		if (a.Status.Phase == locksv1alpha1.ClaimHeld) != (b.Status.Phase == locksv1alpha1.ClaimHeld) {
