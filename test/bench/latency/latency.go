@@ -19,23 +19,28 @@ limitations under the License.
 package latency
 
 import (
+	"math"
 	"slices"
 	"time"
 )
 
-// Quantiles are the 50th and 99th percentiles and the largest of N latencies.
+// Quantiles are the 50th, 95th and 99th percentiles and the largest of N latencies.
 type Quantiles struct {
-	P50, P99, Max time.Duration
-	N             int
+	P50, P95, P99, Max time.Duration
+	N                  int
 }
 
-// Of summarizes d (nearest-rank percentiles); d is not modified.
+// Of summarizes d by nearest rank (the p-th percentile is the ⌈p·N⌉-th smallest: of 100, the 99th
+// percentile is the 99th value, not the largest); d is not modified.
 func Of(d []time.Duration) Quantiles {
 	if len(d) == 0 {
 		return Quantiles{}
 	}
 	d = slices.Clone(d)
 	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return Quantiles{P50: q(0.50), P99: q(0.99), Max: d[len(d)-1], N: len(d)}
+	q := func(p float64) time.Duration {
+		rank := int(math.Ceil(p * float64(len(d))))
+		return d[min(max(rank, 1), len(d))-1]
+	}
+	return Quantiles{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: d[len(d)-1], N: len(d)}
 }

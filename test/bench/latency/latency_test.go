@@ -39,9 +39,12 @@ func TestOf(t *testing.T) {
 		want Quantiles
 	}{
 		{"none", nil, Quantiles{}},
-		{"one", ms(7), Quantiles{P50: 7 * time.Millisecond, P99: 7 * time.Millisecond, Max: 7 * time.Millisecond, N: 1}},
-		{"unsorted", ms(3, 1, 2), Quantiles{P50: 2 * time.Millisecond, P99: 3 * time.Millisecond, Max: 3 * time.Millisecond, N: 3}},
-		{"a hundred", ms(hundred...), Quantiles{P50: 51 * time.Millisecond, P99: 100 * time.Millisecond, Max: 100 * time.Millisecond, N: 100}},
+		{"one", ms(7), Quantiles{P50: 7 * time.Millisecond, P95: 7 * time.Millisecond, P99: 7 * time.Millisecond, Max: 7 * time.Millisecond, N: 1}},
+		{"unsorted", ms(3, 1, 2), Quantiles{P50: 2 * time.Millisecond, P95: 3 * time.Millisecond, P99: 3 * time.Millisecond, Max: 3 * time.Millisecond, N: 3}},
+		{"a hundred: the 99th percentile is the 99th value, not the largest", ms(hundred...),
+			Quantiles{P50: 50 * time.Millisecond, P95: 95 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond, N: 100}},
+		{"twenty: p99 is the largest, as it must be", ms(hundred[80:]...),
+			Quantiles{P50: 10 * time.Millisecond, P95: 19 * time.Millisecond, P99: 20 * time.Millisecond, Max: 20 * time.Millisecond, N: 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]time.Duration(nil), tc.in...)
