@@ -35,6 +35,7 @@ func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 	r.lowMu.Lock()
 	delete(r.lowRounds, s.name)
 	r.lowMu.Unlock()
+	r.events.forget(s.name)
 	msg := fmt.Sprintf("DistributedLock %s does not exist in namespace %s; create it or fix spec.lockName", s.name.Name, s.name.Namespace)
 	var errs []error
 	for _, c := range s.claims {

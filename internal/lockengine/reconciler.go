@@ -100,6 +100,9 @@ type Reconciler struct {
 	// liveness, heartbeats.go).
 	heartbeats *heartbeat.Tracker
 
+	// events thins the Normal claim events of hot locks.
+	events *eventThinning
+
 	// lowMu guards lowRounds.
 	lowMu sync.Mutex
 	// lowRounds holds, per lock, its held-back low-priority status changes.
@@ -234,6 +237,7 @@ func (r *Reconciler) prepare() {
 	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
 	r.lowRounds = map[types.NamespacedName]*lowRound{}
 	r.heartbeats = heartbeat.NewTracker()
+	r.events = newEventThinning()
 	r.Keys.OnRelease(r.wake)
 }
 

@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -257,11 +259,22 @@ func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) error {
 	return client.IgnoreNotFound(r.Update(ctx, s.lock))
 }
 
-// recordTransition emits the event of claim's new phase, if it deserves one.
+// recordTransition emits the event of claim's new phase, if it deserves one: Warnings always, the
+// Normal ones of a hot lock thinned (eventthin.go).
 func (r *Reconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
-	if eventType, reason, message, ok := transitionEvent(&claim.Status); ok {
-		r.Recorder.Eventf(claim, nil, eventType, reason, string(claim.Status.Phase), "%s", message)
+	eventType, reason, message, ok := transitionEvent(&claim.Status)
+	if !ok {
+		return
 	}
+	if eventType == corev1.EventTypeNormal {
+		record, note := r.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.LockName}, r.Clock.Now())
+		if !record {
+			r.Metrics.EventsDropped.WithLabelValues("hot-lock").Inc()
+			return
+		}
+		message += note
+	}
+	r.Recorder.Eventf(claim, nil, eventType, reason, string(claim.Status.Phase), "%s", message)
 }
 
 // lowChunk picks the claims of low (those with low-priority changes) that this pass writes: the

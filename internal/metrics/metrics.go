@@ -67,7 +67,8 @@ type Metrics struct {
 	StandbyFailoverSeconds prometheus.Histogram
 	// EventsDropped counts Kubernetes Events not written, by reason (queue-full, write-failed):
 	// the manager writes events at a bounded rate from a queue of bounded length
-	// (internal/boundedevents).
+	// (internal/boundedevents); hot-lock: a busy lock's Normal grant and release events, thinned
+	// so that they do not add writes to every handoff (internal/lockengine/eventthin.go).
 	EventsDropped *prometheus.CounterVec
 	// state reports, at scrape time, claims by phase and the oldest wait and hold by backend;
 	// nil when New was given no cache.
