@@ -90,8 +90,9 @@ func init() {
 		seams.claimPatch = func(before client.Object) client.Patch { return client.MergeFrom(before) }
 	}
 	if mutant.Active(mutant.ReleaseUnchecked) {
-		seams.lettingGo = func(ctx context.Context, s *lockScope) {
-			// Frees whatever holds the key, a client outside lockwarden included.
+		seams.passDone = func(ctx context.Context, s *lockScope) {
+			// A lock its record shows free is released on the backend as it is, whoever holds
+			// the key: a client outside lockwarden included.
 			if s.backend == nil || len(s.lock.Status.Holders) > 0 {
 				return
 			}

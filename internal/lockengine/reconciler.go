@@ -143,6 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, err
 		}
 	}
+	seams.passDone(ctx, s)
 	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
 	if after := r.nextRefresh(s); after > 0 {
 		r.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))

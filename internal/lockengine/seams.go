@@ -45,8 +45,8 @@ var seams = struct {
 	// claimPatch is the patch of a claim's status write: preconditioned on the resourceVersion
 	// the pass read (writeClaim says why).
 	claimPatch func(before client.Object) client.Patch
-	// lettingGo runs as a deleted claim that holds nothing is let go: nothing.
-	lettingGo func(ctx context.Context, s *lockScope)
+	// passDone runs once a pass has written what it decided: nothing.
+	passDone func(ctx context.Context, s *lockScope)
 }{
 	planGrants:   planGrants,
 	grantDelay:   grantDelay,
@@ -58,5 +58,5 @@ var seams = struct {
 	claimPatch: func(before client.Object) client.Patch {
 		return client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	},
-	lettingGo: func(context.Context, *lockScope) {},
+	passDone: func(context.Context, *lockScope) {},
 }

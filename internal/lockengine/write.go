@@ -161,7 +161,7 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 			r.recordTransition(c)
 		}
 	}
-	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.letGo(ctx, s, c) }); err != nil {
+	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.removeFinalizer(ctx, c) }); err != nil {
 		return err
 	}
 	chunk := r.lowChunk(s, low)
@@ -227,13 +227,6 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 		r.recordTransition(c)
 	}
 	return nil
-}
-
-// letGo removes the finalizer of a deleted claim that holds nothing, once the lock record that
-// released it is written.
-func (r *Reconciler) letGo(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	seams.lettingGo(ctx, s)
-	return r.removeFinalizer(ctx, c)
 }
 
 // finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
@@ -302,7 +295,8 @@ func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.Lo
 	}
 }
 
-// removeFinalizer lets a deleted claim go.
+// removeFinalizer lets go a deleted claim that an earlier lockwarden gave the release finalizer,
+// once the lock record that released it is written (a no-op for claims without it).
 func (r *Reconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil

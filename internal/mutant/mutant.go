@@ -36,8 +36,8 @@ const (
 	TokenLower Name = "token-lower"
 	// KeepDeadHolder never releases a lock when its holder pod dies.
 	KeepDeadHolder Name = "keep-dead-holder"
-	// ReleaseUnchecked releases by plain delete, without checking that the key is still held by
-	// the releasing identity: it frees another holder's key.
+	// ReleaseUnchecked releases a lock that its record shows free by plain delete, without
+	// checking who holds the key: it frees another holder's key (a client outside lockwarden).
 	ReleaseUnchecked Name = "release-unchecked"
 	// BlindStatus writes claim status without a resourceVersion precondition, so that a deposed
 	// leader's late write can bring an ended claim back to Held.
