@@ -57,10 +57,14 @@ type Options struct {
 	// Workloads are the workload kinds whose objects may hold locks (nil: none); the manager's
 	// cache must be made with the same (CacheOptions).
 	Workloads *workloads.Registry
+	// Tracer, when set, sees the moments of each handoff inside the lock engine (the
+	// benchmark's; nil in the manager).
+	Tracer lockengine.Tracer
 }
 
-// Setup registers the field indexes, the Renewer, the three kinds' reconcilers and the pod lock
-// reconciler (pod annotations and scheduling gates) with mgr.
+// Setup registers with mgr the lock engine (field indexes, Renewer, the lock reconciler), the
+// pod lock reconciler (pod annotations and scheduling gates), the workload, holder-eviction and
+// LockBackend reconcilers.
 func Setup(mgr manager.Manager, o Options) error {
 	if o.Namespace == "" {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
@@ -86,7 +90,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
-		Workloads: o.Workloads}); err != nil {
+		Workloads: o.Workloads, Tracer: o.Tracer}); err != nil {
 		return err
 	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,

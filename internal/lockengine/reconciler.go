@@ -53,10 +53,11 @@ import (
 )
 
 // Reconciler is the one writer of each lock (DESIGN.md §3, "One writer per lock"): a work queue
-// keyed by DistributedLock, whose pass releases what must go, grants the
-// head of the FIFO queue, writes the lock record (holder and fencing token, by compare-and-swap),
-// then the claims' status. A graceful handoff is one pass and two sequential API writes. Claims'
-// own reconciler only adds their finalizer.
+// keyed by DistributedLock, whose pass releases what must go, grants the head of the FIFO queue,
+// writes the lock record (holders, each naming its claim, and fencing tokens, by
+// compare-and-swap), then the claims' status. Claims carry no finalizer: a pass that finds a
+// recorded holder's claim gone releases it (vanished.go), so a graceful handoff is the client's
+// delete and then one pass of two sequential API writes.
 type Reconciler struct {
 	client.Client
 	// Backends finds each lock's backend session.
@@ -83,6 +84,8 @@ type Reconciler struct {
 	// WorkloadCache reads workload objects: the manager's cache, since the manager's client
 	// reads unstructured objects from the API server itself.
 	WorkloadCache client.Reader
+	// Tracer, when set, sees the moments of each handoff (trace.go); nil in the manager.
+	Tracer Tracer
 
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
@@ -116,6 +119,7 @@ type lockStep func(context.Context, *lockScope) error
 // the lock record and then its claims.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	defer r.passes.lock(req.NamespacedName)()
+	r.trace(TracePassStart, req.NamespacedName, "")
 	s, err := r.load(ctx, req.NamespacedName)
 	switch {
 	case err != nil:
@@ -209,7 +213,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&locksv1alpha1.DistributedLock{}, builder.WithPredicates(lockChangedForPass(r.written))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
-		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(lockOfClaim),
+		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(r.lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.locksOfNode), builder.WithPredicates(nodeReadyChanged())).
@@ -243,12 +247,14 @@ func (r *Reconciler) prepare() {
 }
 
 // lockOfClaim maps a claim to the lock it names.
-func lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
+func (r *Reconciler) lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 	c, ok := o.(*locksv1alpha1.LockClaim)
 	if !ok {
 		return nil
 	}
-	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName}}}
+	lock := types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName}
+	r.trace(TraceClaimEvent, lock, c.Name)
+	return []ctrl.Request{{NamespacedName: lock}}
 }
 
 // locksOfPod maps a pod to the locks of the claims held or queued for it.

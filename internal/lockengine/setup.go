@@ -51,6 +51,8 @@ type Options struct {
 	Namespace string
 	// Workloads are the workload kinds whose objects may hold locks (nil: none).
 	Workloads *workloads.Registry
+	// Tracer, when set, sees the moments of each handoff (the benchmark's; nil in the manager).
+	Tracer Tracer
 }
 
 // Setup registers the field indexes, the Renewer, the session bridge and the lock reconciler
@@ -74,6 +76,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		Workloads:               o.Workloads,
 		WorkloadCache:           mgr.GetCache(),
+		Tracer:                  o.Tracer,
 		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
 	}
 	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.

@@ -76,6 +76,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 		r.Renewer.Track(s.backendName, s.backend, g.lease, client.ObjectKeyFromObject(g.claim))
 		markHeld(g.claim, rec.Identity, g.lease, rec.FencingToken, s.now)
 		s.holders = append(s.holders, g.claim)
+		r.trace(TraceRecordWritten, s.name, g.claim.Name)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
 		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
@@ -220,6 +221,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 		return client.IgnoreNotFound(err)
 	}
 	r.written.note(c)
+	r.trace(TraceClaimWritten, s.name, c.Name)
 	s.readMu.Lock()
 	s.read[c.UID] = c.DeepCopy()
 	s.readMu.Unlock()

@@ -50,6 +50,7 @@ import (
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
@@ -196,6 +197,8 @@ type ManagerOptions struct {
 	// session bridge or other runnables) by this long once the manager leads, as on a large
 	// cluster a new leader's controllers wait until their caches have seen every object.
 	ControllersStartAfter time.Duration
+	// Tracer, when set, sees the moments of each handoff inside the lock engine (test/bench).
+	Tracer lockengine.Tracer
 }
 
 // Manager is a lockwarden manager running in this process.
@@ -266,7 +269,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	}
 	err = controller.Setup(setupMgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
 		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace,
-		Workloads: kinds})
+		Workloads: kinds, Tracer: o.Tracer})
 	if err != nil {
 		return nil, err
 	}
