@@ -24,6 +24,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockwarden/lockwarden/test/bench/proccpu"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -353,7 +354,7 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 	expired := sampleExpired(ctx, r.c, wl.t, wl.ns, r.cfg.sample, stopSampling)
 	mem := sampleMemory(ctx, r.m, 2*time.Second, stopSampling)
 	procs := r.watchedProcs(leader)
-	cpu0 := takeCPU(procs)
+	cpu0 := proccpu.Take(procs)
 	start := time.Now()
 	select {
 	case <-ctx.Done():
@@ -363,7 +364,7 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 	}
 	after, err := r.m.scrape(ctx, leader)
 	s.window = time.Since(start)
-	s.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
+	s.cpu = proccpu.Between(cpu0, proccpu.Take(procs), numCPU())
 	close(stopSampling)
 	s.expired, s.mem = <-expired, <-mem
 	s.expired.log(label + ": steady")
@@ -448,7 +449,7 @@ func (r *runner) churnWindow(ctx context.Context, wl *workload, label string) (c
 	}
 
 	procs := r.watchedProcs(leader)
-	cpu0 := takeCPU(procs)
+	cpu0 := proccpu.Take(procs)
 	g0 := wl.t.snapshot().grants
 	_, h0 := wl.t.handoffsSince(0)
 	wl.t.notifyGrants(grants)
@@ -487,7 +488,7 @@ loop:
 	lat, _ := wl.t.handoffsSince(h0)
 	c.latency = quantilesOf(lat)
 	after, err := r.m.scrape(ctx, leader)
-	c.cpu = cpuBetween(cpu0, takeCPU(procs), numCPU())
+	c.cpu = proccpu.Between(cpu0, proccpu.Take(procs), numCPU())
 	close(stopSampling)
 	c.expired, c.mem = <-expired, <-mem
 	c.expired.log(label + ": churn")

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lockwarden/lockwarden/test/bench/latency"
+	"github.com/lockwarden/lockwarden/test/bench/proccpu"
 )
 
 // Goals of issue #17, printed next to each figure. A benchmark prints figures: missing a goal
@@ -73,7 +74,7 @@ type steadyResult struct {
 	expired                                    expiredStats
 	mem                                        memStats
 	// cpu is who used the machine's CPU in the window.
-	cpu cpuUsage
+	cpu proccpu.Usage
 	// note says what makes the figures doubtful, e.g. a leader change in the window.
 	note string
 }
@@ -97,7 +98,7 @@ type churnResult struct {
 	// requests and conflicts as in steadyResult, over the churn window.
 	requests, conflicts apiCounts
 	// cpu is who used the machine's CPU in the window.
-	cpu       cpuUsage
+	cpu       proccpu.Usage
 	endErrors int64
 	note      string
 }
@@ -188,7 +189,7 @@ func (w *workloadResult) rows() []tableRow {
 		add("claim status writes per held claim per lease", fmt.Sprintf("%.2f (all claim writes %.2f; lease %s)", s.claimStatusWrites, s.claimWrites, dur(s.lease)),
 			"≤ 1", yesNo(s.claimStatusWrites <= 1))
 		add("DistributedLock writes per lock per lease", fmt.Sprintf("%.2f", s.lockWrites), "0", yesNo(s.lockWrites == 0))
-		add("CPU in steady state (cores busy, average over the window)", s.cpu.cell(), "–", "–")
+		add("CPU in steady state (cores busy, average over the window)", s.cpu.Cell(), "–", "–")
 		add("Held claims with status.expireTime in the past, steady", s.expired.cell(), "0", yesNo(s.expired.samples > 0 && s.expired.max == 0))
 		if s.note != "" {
 			add("note", s.note, "–", "–")
@@ -201,7 +202,7 @@ func (w *workloadResult) rows() []tableRow {
 			add("API requests/s from the leader under churn", fmt.Sprintf("%.0f/s, of which writes %.0f/s; answered 409 Conflict: %s",
 				c.requests.total()/c.window.Seconds(), writes(c.requests)/c.window.Seconds(), conflictsCell(c.conflicts, c.window)), "–", "–")
 		}
-		add("CPU under churn (cores busy, average over the window)", c.cpu.cell(), "–", "–")
+		add("CPU under churn (cores busy, average over the window)", c.cpu.Cell(), "–", "–")
 		add("manager heap in use, RSS under churn (leader)", c.mem.cell(), "heap ≤ 64 MiB", yesNo(c.mem.samples > 0 && c.mem.max.heap <= goalHeapBytes))
 		add("Held claims with status.expireTime in the past, churn", c.expired.cell(), "0", yesNo(c.expired.samples > 0 && c.expired.max == 0))
 		if c.note != "" {

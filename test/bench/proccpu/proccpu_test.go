@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package proccpu
 
 import (
 	"strings"
@@ -67,9 +67,9 @@ func TestParseMachineStat(t *testing.T) {
 
 func TestCPUBetween(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	a := cpuSnapshot{at: t0, procs: map[string]float64{"etcd": 10, "kube-apiserver": 100, "gone": 5}, busy: 100, total: 400}
-	b := cpuSnapshot{at: t0.Add(10 * time.Second), procs: map[string]float64{"etcd": 12, "kube-apiserver": 110, "new": 3}, busy: 115, total: 420}
-	u := cpuBetween(a, b, 2)
+	a := Snapshot{at: t0, procs: map[string]float64{"etcd": 10, "kube-apiserver": 100, "gone": 5}, busy: 100, total: 400}
+	b := Snapshot{at: t0.Add(10 * time.Second), procs: map[string]float64{"etcd": 12, "kube-apiserver": 110, "new": 3}, busy: 115, total: 420}
+	u := Between(a, b, 2)
 	if u.cores["etcd"] != 0.2 || u.cores["kube-apiserver"] != 1.0 {
 		t.Fatalf("cores %v", u.cores)
 	}
@@ -83,10 +83,10 @@ func TestCPUBetween(t *testing.T) {
 		t.Fatalf("machine %v, want 1.5", u.machine)
 	}
 	want := "machine 1.50 of 2 cores busy; kube-apiserver 1.00, etcd 0.20"
-	if got := u.cell(); got != want {
+	if got := u.Cell(); got != want {
 		t.Fatalf("cell %q, want %q", got, want)
 	}
-	if got := (cpuUsage{}).cell(); got != "not measured" {
+	if got := (Usage{}).Cell(); got != "not measured" {
 		t.Fatalf("empty usage: %q", got)
 	}
 }
