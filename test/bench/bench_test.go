@@ -35,6 +35,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,7 +72,9 @@ import (
 
 var (
 	grants   = flag.Int("grants", 100, "uncontended grants to time per backend")
-	handoffs = flag.Int("handoffs", 100, "handoffs to time on one hot lock per backend")
+	handoffs = flag.Int("handoffs", 1000, "handoffs to time on one hot lock of the built-in backend, in -rounds rounds")
+	rounds   = flag.Int("rounds", 5, "rounds of the built-in backend's hot-lock handoffs, each beside its own floors")
+	extHand  = flag.Int("backend-handoffs", 100, "handoffs to time on one hot lock of each external backend (one round)")
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
 	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
 	burst    = flag.Int("burst", 100, "manager API client burst")
@@ -78,11 +82,12 @@ var (
 	logFile  = flag.String("log", "", "write the manager's log to this file (default: discard)")
 	readme   = flag.String("readme", "", "write the results table into this file's bench block (make bench: the README)")
 	steady   = flag.Duration("steady", 30*time.Second, "how long to count the writes of held locks with nothing else happening, per backend (0: skip)")
-	floorN   = flag.Int("floor-writes", 200, "sequential Lease updates to time for the raw-write floor")
+	floorN   = flag.Int("floor-writes", 200, "writes of each floor (Lease update, claim deletes, status writes) to time in each round")
 	manyN    = flag.Int("many-locks", 1000, "locks whose queues are served at once for the many-lock throughput")
 	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
 	apiProf  = flag.String("apiserver-profile", "", "write a CPU profile of the API server, taken during the built-in backend's hot-lock handoffs, into this file")
-	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs (make the hot-lock phase at least as long, with -handoffs)")
+	mgrProf  = flag.String("manager-profile", "", "write a CPU profile of this process (the manager under test and the bench's clients), taken during the built-in backend's hot-lock rounds, into this file")
+	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs, from the start of the built-in backend's first round of handoffs")
 	standbyN = flag.Int("standby-turns", 20, "holder pods of the Standby Deployment deleted, gracefully and then by force, per figure")
 	peerRel  = flag.Int("peer-releases", 5, "client-go leaders that release their Lease to time")
 	peerKill = flag.Int("peer-crashes", 3, "client-go leaders killed without a release to time (each waits out the 15 s Lease)")
@@ -113,20 +118,15 @@ func TestBench(t *testing.T) {
 		throttle = fmt.Sprintf("QPS %.0f / burst %d", *qps, *burst)
 	}
 	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager API client %s, %d claim workers, "+
-		"%d grants and %d handoffs (%d claims queued) per backend, writes of held locks counted over %s, %d pod handoffs; claims created without a finalizer, as lockctl does.",
-		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *handoffs, *handoffs+1, *steady, *podTurns)}
-	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants and %d handoffs per backend\n",
-		throttle, *workers, *grants, *handoffs)
-	floor, err := rawLeaseFloor(ctx, b.c, *floorN)
-	must(t, err)
-	res.floor = floor
-	crd, err := rawCRDFloors(ctx, b.c, *floorN)
-	must(t, err)
-	res.crdFloors = crd
+		"%d grants per backend, %d handoffs on one hot lock of the built-in backend (%d rounds) and %d on each external backend's, "+
+		"writes of held locks counted over %s, %d pod handoffs; claims created without a finalizer, as lockctl does.",
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand, *steady, *podTurns)}
+	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants per backend, %d handoffs on the built-in backend in %d rounds, %d on each external one\n",
+		throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand)
 
 	if want["kubernetes"] {
 		fmt.Println("backend kubernetes (built-in):")
-		res.backends = append(res.backends, b.run(t, ctx, "kubernetes (built-in)", "k8s", locksv1alpha1.BuiltinBackendName))
+		res.backends = append(res.backends, b.run(t, ctx, "kubernetes (built-in)", "k8s", locksv1alpha1.BuiltinBackendName, *rounds, *handoffs / *rounds, *floorN))
 	}
 	if want["redis"] {
 		server := redistest.Start(t, redistest.Options{})
@@ -229,8 +229,9 @@ func startBench(t *testing.T, ctx context.Context) *bench {
 	})
 
 	// The manager under test, as cmd/manager builds it, with the client limits it prints.
+	tracer := newSpanTracer()
 	mgr, err := lockenv.StartManager(cfg, lockenv.ManagerOptions{Namespace: systemNS,
-		QPS: float32(*qps), Burst: *burst, Workers: *workers,
+		QPS: float32(*qps), Burst: *burst, Workers: *workers, Tracer: tracer,
 		Registry: []registry.Option{
 			registry.WithFactory(locksv1alpha1.BackendRedis, redisbackend.Factory),
 			registry.WithFactory(locksv1alpha1.BackendEtcd, etcdbackend.Factory),
@@ -245,7 +246,7 @@ func startBench(t *testing.T, ctx context.Context) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bench{cfg: cfg, c: c, held: watchHeld(ctx, c, "bench"), writes: writes, grants: *grants, handoffs: *handoffs}
+	return &bench{cfg: cfg, c: c, held: watchHeld(ctx, c, "bench"), writes: writes, tracer: tracer, grants: *grants}
 }
 
 // external creates a LockBackend, waits for its probe and measures it.
@@ -265,7 +266,7 @@ func (b *bench) external(t *testing.T, ctx context.Context, title, prefix string
 			t.Fatal(err)
 		}
 	}
-	return b.run(t, ctx, title, prefix, lb.Name)
+	return b.run(t, ctx, title, prefix, lb.Name, 1, *extHand, 0)
 }
 
 // dsnSecret stores a DSN in a Secret in the controller's namespace.
@@ -282,23 +283,27 @@ func (b *bench) dsnSecret(t *testing.T, ctx context.Context, name, dsn string) l
 
 // bench times grants and handoffs through the controller on one backend.
 type bench struct {
-	cfg              *rest.Config
-	c                client.WithWatch
-	held             <-chan string
-	writes           *writeCounter
-	grants, handoffs int
+	cfg    *rest.Config
+	c      client.WithWatch
+	held   <-chan string
+	writes *writeCounter
+	// tracer times the moments of handoffs inside the manager.
+	tracer *spanTracer
+	grants int
 }
 
-// run measures one backend, failing the test only if something does not work at all.
-func (b *bench) run(t *testing.T, ctx context.Context, title, prefix, backend string) backendResult {
+// run measures one backend, failing the test only if something does not work at all: rounds of
+// perRound handoffs on a hot lock (each beside floors of floorN writes, none at 0), then grants,
+// then the writes of the held locks.
+func (b *bench) run(t *testing.T, ctx context.Context, title, prefix, backend string, rounds, perRound, floorN int) backendResult {
 	t.Helper()
-	r, err := b.measure(ctx, prefix, backend)
+	r, err := b.measure(ctx, prefix, backend, rounds, perRound, floorN)
 	must(t, err)
 	r.name = title
 	return r
 }
 
-func (b *bench) measure(ctx context.Context, prefix, backend string) (backendResult, error) {
+func (b *bench) measure(ctx context.Context, prefix, backend string, rounds, perRound, floorN int) (backendResult, error) {
 	var r backendResult
 	snapshot := func() (writeCounts, error) { return b.writes.snapshot(ctx, b.c, systemNS) }
 	c := b.c
@@ -311,6 +316,27 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) (backendRes
 		return c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
 			Spec: locksv1alpha1.LockClaimSpec{LockName: lock}})
 	}
+
+	// Handoffs first, with nothing else held: the writes they count are theirs alone.
+	profiled := b.profileAPIServer(ctx, prefix)
+	stopProfile, err := profileManager(prefix)
+	if err != nil {
+		return r, err
+	}
+	hot, err := b.hotLock(ctx, prefix, backend, rounds, perRound, floorN)
+	stopProfile()
+	if err != nil {
+		return r, err
+	}
+	if err := <-profiled; err != nil {
+		return r, err
+	}
+	r.hot = &hot
+	r.handoffRecord = report("graceful handoff, seen on the lock record", slices.Concat(hot.span(spanSeenRecord)...))
+	r.handoff = report("graceful handoff, seen by the claim's condition", slices.Concat(hot.span(spanSeenClaim)...))
+	r.handoffsPerSec = hot.perSec().mid
+	r.handoffWrites, r.handoffN = hot.writes(), hot.handoffs()
+	fmt.Printf("  %-58s %s\n", "API writes per handoff (claims + locks + leases + events)", perOp(r.handoffWrites, r.handoffN))
 
 	// Grant latency: one claim at a time on its own free lock.
 	var grantLat []time.Duration
@@ -348,67 +374,14 @@ func (b *bench) measure(ctx context.Context, prefix, backend string) (backendRes
 	r.grant, r.grantWrites = report("grant latency (claim created → Acquired)", grantLat), grantWrites
 	fmt.Printf("  %-58s %s\n", "API writes per grant (claims + locks + leases)", perOp(grantWrites, len(grantLat)))
 
-	// Handoffs on one hot lock: queue every claim, then delete each holder in turn.
-	hot := prefix + "-hot"
-	if err := newLock(hot); err != nil {
-		return r, err
-	}
-	if err := waitLockReady(ctx, c, "bench", hot); err != nil {
-		return r, err
-	}
-	names := make([]string, b.handoffs+1)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%04d", hot, i)
-		if err := newClaim(names[i], hot); err != nil {
-			return r, err
-		}
-	}
-	if err := waitFor(ctx, b.held, names[0]); err != nil {
-		return r, err
-	}
-	time.Sleep(2 * time.Second) // let the queue settle
-	before, err := snapshot()
-	if err != nil {
-		return r, err
-	}
-	var handoffLat []time.Duration
-	profiled := b.profileAPIServer(ctx, prefix)
-	began := time.Now()
-	for i := 1; i < len(names); i++ {
-		start := time.Now()
-		if err := c.Delete(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i-1]}}); err != nil {
-			return r, err
-		}
-		if err := waitFor(ctx, b.held, names[i]); err != nil {
-			return r, err
-		}
-		handoffLat = append(handoffLat, time.Since(start))
-	}
-	elapsed := time.Since(began)
-	if err := <-profiled; err != nil {
-		return r, err
-	}
-	r.handoff = report("graceful handoff latency (holder deleted → next Acquired)", handoffLat)
-	r.handoffsPerSec = float64(len(handoffLat)) / elapsed.Seconds()
-	fmt.Printf("  %-58s %.1f handoffs/s (%d handoffs in %s, %d claims queued at the start)\n", "hot-lock throughput",
-		r.handoffsPerSec, len(handoffLat), elapsed.Round(time.Millisecond), len(names))
-	// The last pass's writes may land after the last handoff was seen: let them.
-	time.Sleep(time.Second)
-	after, err := snapshot()
-	if err != nil {
-		return r, err
-	}
-	r.handoffWrites = after.minus(before)
-	fmt.Printf("  %-58s %s\n", "API writes per handoff (claims + locks + leases)", perOp(r.handoffWrites, len(handoffLat)))
-
-	// Steady state: every grant lock and the hot lock held, nothing else happening.
+	// Steady state: every grant lock held, nothing else happening.
 	if *steady > 0 {
-		hotLock := &locksv1alpha1.DistributedLock{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: hot}, hotLock); err != nil {
+		held := &locksv1alpha1.DistributedLock{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "bench", Name: fmt.Sprintf("%s-grant-0", prefix)}, held); err != nil {
 			return r, err
 		}
-		r.steadyLease = time.Duration(hotLock.Spec.LeaseDurationSeconds) * time.Second
-		r.steadyHeld = len(grantLat) + 1
+		r.steadyLease = time.Duration(held.Spec.LeaseDurationSeconds) * time.Second
+		r.steadyHeld = len(grantLat)
 		before, err := snapshot()
 		if err != nil {
 			return r, err
@@ -652,6 +625,27 @@ func rawSQL(ctx context.Context, title string, driver locksv1alpha1.SQLDriver, d
 	return rawResult{label: title + ", backend call without controller: upsert / delete",
 		acquire: report("backend TryAcquire: upsert (same database, no controller)", acquire),
 		release: report("backend Release: owner-checked delete (no controller)", free)}, nil
+}
+
+// profileManager starts, for the built-in backend's hot lock and when -manager-profile is set, a
+// CPU profile of this process (the manager runs in it); the function it returns stops it.
+func profileManager(prefix string) (stop func(), err error) {
+	if *mgrProf == "" || prefix != "k8s" {
+		return func() {}, nil
+	}
+	f, err := os.Create(*mgrProf)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		fmt.Printf("  CPU profile of this process (manager and bench) during the hot-lock rounds written to %s\n", *mgrProf)
+	}, nil
 }
 
 // profileAPIServer starts, for the built-in backend's hot lock and when -apiserver-profile is

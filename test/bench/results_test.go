@@ -55,13 +55,18 @@ func fmtMS(d time.Duration) string {
 
 // backendResult is what the bench measured through the controller on one backend.
 type backendResult struct {
-	name           string
-	grant, handoff quantiles
-	handoffsPerSec float64
+	name  string
+	grant quantiles
+	// handoffRecord and handoff are the hot lock's handoffs seen on the lock record and by the
+	// claim's condition, every round's together; hot is the rounds themselves.
+	handoffRecord, handoff quantiles
+	hot                    *hotResult
+	handoffsPerSec         float64
 	// grantWrites are the writes of the grant phase (the client's own creates included), over
-	// grant.n grants; handoffWrites those of the hot-lock phase (the client's deletes included),
-	// over handoff.n handoffs.
+	// grant.n grants; handoffWrites those of the hot-lock rounds (the client's deletes included),
+	// over handoffN handoffs.
 	grantWrites, handoffWrites writeCounts
+	handoffN                   int
 	// steadyWrites are the writes made while steadyHeld claims held their locks and nothing
 	// else happened, over steadyWindow, with leases of steadyLease.
 	steadyWrites              writeCounts
@@ -84,24 +89,21 @@ type podResult struct {
 // results is one run of the bench.
 type results struct {
 	settings string
-	floor    quantiles
-	// crdFloors are raw status writes of lockwarden's own objects.
-	crdFloors []floorResult
-	backends  []backendResult
-	raws      []rawResult
-	pods      []podResult
-	many      *manyResult
-	shared    []sharedResult
-	standby   *standbyResult
+	backends []backendResult
+	raws     []rawResult
+	pods     []podResult
+	many     *manyResult
+	shared   []sharedResult
+	standby  *standbyResult
 }
 
-// perOp is "total (claims + locks + leases)" writes per operation.
+// perOp is "total (claims + locks + leases + events)" writes per operation.
 func perOp(w writeCounts, ops int) string {
 	if ops == 0 || w == nil {
 		return "–"
 	}
 	f := func(n int) string { return fmt.Sprintf("%.1f", float64(n)/float64(ops)) }
-	return fmt.Sprintf("%s (%s + %s + %s)", f(w.total()), f(w[claimWrites]), f(w[lockWrites]), f(w[leaseWrites]))
+	return fmt.Sprintf("%s (%s + %s + %s + %s)", f(w.total()), f(w.claims()), f(w[lockWrites]), f(w[leaseWrites]), f(w[eventWrites]))
 }
 
 // steadyCell is writes per held claim per lease duration.
@@ -112,31 +114,30 @@ func (b backendResult) steadyCell() string {
 	scale := float64(b.steadyLease) / float64(b.steadyWindow) / float64(b.steadyHeld)
 	f := func(n int) string { return fmt.Sprintf("%.2f", float64(n)*scale) }
 	w := b.steadyWrites
-	return fmt.Sprintf("%s (%s + %s + %s)", f(w.total()), f(w[claimWrites]), f(w[lockWrites]), f(w[leaseWrites]))
+	return fmt.Sprintf("%s (%s + %s + %s + %s)", f(w.total()), f(w.claims()), f(w[lockWrites]), f(w[leaseWrites]), f(w[eventWrites]))
 }
 
 // markdown renders the results as the README's performance block.
 func (r results) markdown() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s\n\n", r.settings)
-	sb.WriteString("| backend | grant p50 / p99 | graceful handoff p50 / p99 | handoffs/s, one lock | API writes per grant | API writes per handoff | steady writes per held claim per lease |\n")
-	sb.WriteString("|---|---|---|--:|---|---|---|\n")
+	sb.WriteString("| backend | grant p50 / p99 | handoff seen on the lock record p50 / p99 | handoff seen by the claim's condition p50 / p99 | handoffs/s, one lock | API writes per grant | API writes per handoff | steady writes per held claim per lease |\n")
+	sb.WriteString("|---|---|---|---|--:|---|---|---|\n")
 	for _, b := range r.backends {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %.1f | %s | %s | %s |\n", b.name, b.grant.cell(), b.handoff.cell(),
-			b.handoffsPerSec, perOp(b.grantWrites, b.grant.N), perOp(b.handoffWrites, b.handoff.N), b.steadyCell())
-	}
-	if r.floor.N > 0 {
-		fmt.Fprintf(&sb, "| raw-write floor: one Lease update through client-go, same API server | %s | – | – | 1 | – | – |\n", r.floor.cell())
-	}
-	for _, f := range r.crdFloors {
-		fmt.Fprintf(&sb, "| %s, same API server | %s | – | – | 1 | – | – |\n", f.label, f.lat.cell())
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %.1f | %s | %s | %s |\n", b.name, b.grant.cell(), b.handoffRecord.cell(), b.handoff.cell(),
+			b.handoffsPerSec, perOp(b.grantWrites, b.grant.N), perOp(b.handoffWrites, b.handoffN), b.steadyCell())
 	}
 	for _, raw := range r.raws {
-		fmt.Fprintf(&sb, "| %s | %s | %s (release) | – | – | – | – |\n", raw.label, raw.acquire.cell(), raw.release.cell())
+		fmt.Fprintf(&sb, "| %s | %s | %s (release) | – | – | – | – | – |\n", raw.label, raw.acquire.cell(), raw.release.cell())
 	}
 	sb.WriteString("\nAPI writes are counted per object through watches (each create, change or delete of a claim,\n" +
-		"lock or Lease is one event), shown as total (claims + locks + leases); a grant includes the\n" +
+		"lock, Lease or Event is one event), shown as total (claims + locks + leases + events); a grant includes the\n" +
 		"client's own create of the claim and a handoff its delete of the holder's claim.\n")
+	for _, b := range r.backends {
+		if b.hot != nil && len(b.hot.floors) > 0 {
+			sb.WriteString(b.hot.markdown(b.name))
+		}
+	}
 	if m := r.many; m != nil {
 		fmt.Fprintf(&sb, "\n| many locks (built-in backend) | handoffs/s | handoff p50 / p99 |\n|---|--:|---|\n")
 		fmt.Fprintf(&sb, "| %d locks × %d claims, every holder deleted the moment it is seen Held (open loop across locks) | %.0f | %s |\n",

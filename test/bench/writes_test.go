@@ -20,11 +20,11 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,13 +32,19 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// writeKind names a kind of object whose writes the bench counts.
+// writeKind names a kind of object, or of claim write, whose writes the bench counts.
 type writeKind string
 
 const (
-	claimWrites writeKind = "claims"
-	lockWrites  writeKind = "locks"
-	leaseWrites writeKind = "leases"
+	// Writes of LockClaims: creates and deletes (the clients'), status writes of claims that
+	// hold (the controller's grants and refreshes) and of every other claim (waiters').
+	claimCreates writeKind = "claim creates"
+	claimDeletes writeKind = "claim deletes"
+	claimHolders writeKind = "claims held"
+	claimWaiters writeKind = "claims waiting"
+	lockWrites   writeKind = "locks"
+	leaseWrites  writeKind = "leases"
+	eventWrites  writeKind = "events"
 )
 
 // writeCounts is how many writes reached each kind of object.
@@ -52,6 +58,11 @@ func (w writeCounts) total() int {
 	return n
 }
 
+// claims is every write of a LockClaim.
+func (w writeCounts) claims() int {
+	return w[claimCreates] + w[claimDeletes] + w[claimHolders] + w[claimWaiters]
+}
+
 // minus is the writes made between an earlier count and this one.
 func (w writeCounts) minus(earlier writeCounts) writeCounts {
 	out := writeCounts{}
@@ -61,8 +72,8 @@ func (w writeCounts) minus(earlier writeCounts) writeCounts {
 	return out
 }
 
-// writeCounter counts the API writes that reach LockClaims and DistributedLocks in the bench
-// namespace and Leases in the controller's (the built-in backend's lock keys and sessions): every
+// writeCounter counts the API writes that reach LockClaims, DistributedLocks and Events in the
+// bench namespace and Leases in the controller's (the built-in backend's lock keys and sessions): every
 // create, change and delete of an object gives exactly one watch event (a write that changes
 // nothing bumps no resourceVersion and is not an etcd write). Watches start at the resourceVersion
 // of a list, so objects that already exist are not counted as created.
@@ -83,9 +94,10 @@ func startWriteCounter(ctx context.Context, c client.WithWatch, benchNS, systemN
 		ns   string
 		list client.ObjectList
 	}{
-		{claimWrites, benchNS, &locksv1alpha1.LockClaimList{}},
+		{claimCreates, benchNS, &locksv1alpha1.LockClaimList{}},
 		{lockWrites, benchNS, &locksv1alpha1.DistributedLockList{}},
 		{leaseWrites, systemNS, &coordinationv1.LeaseList{}},
+		{eventWrites, benchNS, &eventsv1.EventList{}},
 	} {
 		if err := c.List(ctx, s.list, client.InNamespace(s.ns)); err != nil {
 			return nil, err
@@ -119,10 +131,27 @@ func (w *writeCounter) follow(ctx context.Context, c client.WithWatch, kind writ
 				w.mu.Unlock()
 			default:
 				w.mu.Lock()
-				w.counts[kind]++
+				w.counts[classify(kind, ev.Type, o)]++
 				w.mu.Unlock()
 			}
 		}
+	}
+}
+
+// classify says which kind of write an event of a watch of kind is: claims' by what they did.
+func classify(kind writeKind, t watch.EventType, o client.Object) writeKind {
+	c, ok := o.(*locksv1alpha1.LockClaim)
+	switch {
+	case !ok:
+		return kind
+	case t == watch.Added:
+		return claimCreates
+	case t == watch.Deleted || !c.DeletionTimestamp.IsZero():
+		return claimDeletes
+	case c.Status.Phase == locksv1alpha1.ClaimHeld:
+		return claimHolders
+	default:
+		return claimWaiters
 	}
 }
 
@@ -165,86 +194,4 @@ func (w *writeCounter) get() writeCounts {
 		out[k] = c
 	}
 	return out
-}
-
-// rawLeaseFloor times n sequential updates of one Lease through client-go (the observer's
-// unthrottled client) on the same API server: the cost of one API write, the floor under every
-// figure the controller reaches.
-func rawLeaseFloor(ctx context.Context, c client.Client, n int) (quantiles, error) {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench-raw-write-floor"}}
-	_ = c.Delete(ctx, lease)
-	if err := c.Create(ctx, lease); err != nil {
-		return quantiles{}, err
-	}
-	defer func() { _ = c.Delete(context.WithoutCancel(ctx), lease) }()
-	lat := make([]time.Duration, 0, n)
-	for i := range n {
-		holder := fmt.Sprintf("writer-%d", i)
-		lease.Spec.HolderIdentity = &holder
-		now := metav1.NowMicro()
-		lease.Spec.RenewTime = &now
-		start := time.Now()
-		if err := c.Update(ctx, lease); err != nil {
-			return quantiles{}, err
-		}
-		lat = append(lat, time.Since(start))
-	}
-	return report("raw-write floor: Lease update through client-go", lat), nil
-}
-
-// rawCRDFloors times n sequential status writes of the lockwarden objects themselves through
-// client-go, without the controller (no DistributedLock here names a backend, and the controller
-// leaves a claim of a lock that does not exist waiting): a DistributedLock status update and a
-// LockClaim status merge patch with a resourceVersion precondition, as the controller writes them.
-// Custom resources cost the API server more than a Lease (JSON instead of protobuf, schema
-// validation), and a handoff is a chain of such writes.
-func rawCRDFloors(ctx context.Context, c client.Client, n int) ([]floorResult, error) {
-	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench-raw-crd-floor"},
-		Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: "bench-raw-no-such-backend"}}}
-	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench-raw-crd-floor"},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: "bench-raw-no-such-lock"}}
-	for _, o := range []client.Object{lock, claim} {
-		_ = c.Delete(ctx, o)
-		if err := c.Create(ctx, o); err != nil {
-			return nil, err
-		}
-		defer func() { _ = c.Delete(context.WithoutCancel(ctx), o) }()
-	}
-	time.Sleep(time.Second) // let the controller write the objects' first status, and stop
-	var out []floorResult
-	lat := make([]time.Duration, 0, n)
-	if err := c.Get(ctx, client.ObjectKeyFromObject(lock), lock); err != nil {
-		return nil, err
-	}
-	for i := range n {
-		lock.Status.FencingToken = int64(i + 1) // a field the controller's pass leaves alone
-		start := time.Now()
-		if err := c.Status().Update(ctx, lock); err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(start))
-	}
-	out = append(out, floorResult{"raw write: DistributedLock status update through client-go", report("raw write: DistributedLock status update", lat)})
-	lat = lat[:0]
-	if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
-		return nil, err
-	}
-	for i := range n {
-		before := claim.DeepCopy()
-		claim.Status.QueuePosition = int32(i%7 + 1)
-		claim.Status.HolderIdentity = fmt.Sprintf("raw-%d", i)
-		start := time.Now()
-		if err := c.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(start))
-	}
-	out = append(out, floorResult{"raw write: LockClaim status patch through client-go", report("raw write: LockClaim status patch", lat)})
-	return out, nil
-}
-
-// floorResult is one kind of raw write, timed.
-type floorResult struct {
-	label string
-	lat   quantiles
 }

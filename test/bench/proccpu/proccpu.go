@@ -50,11 +50,12 @@ type Snapshot struct {
 
 // Usage is what a window cost: average cores busy, by process and for the machine.
 type Usage struct {
-	window time.Duration
-	cores  map[string]float64
-	// machine is the cores busy over the window, of ncpu.
-	machine float64
-	ncpu    int
+	Window time.Duration
+	// Cores is the average cores busy, by process label.
+	Cores map[string]float64
+	// Machine is the cores busy over the window, of NCPU.
+	Machine float64
+	NCPU    int
 }
 
 // Proc is one process to account for.
@@ -137,35 +138,35 @@ func Take(procs []Proc) Snapshot {
 // Between is the usage from a to b: processes in both snapshots only (a process that
 // restarted in between is left out rather than counted from zero).
 func Between(a, b Snapshot, ncpu int) Usage {
-	u := Usage{window: b.at.Sub(a.at), cores: map[string]float64{}, ncpu: ncpu}
-	secs := u.window.Seconds()
+	u := Usage{Window: b.at.Sub(a.at), Cores: map[string]float64{}, NCPU: ncpu}
+	secs := u.Window.Seconds()
 	if secs <= 0 {
 		return u
 	}
 	for label, end := range b.procs {
 		if start, ok := a.procs[label]; ok && end >= start {
-			u.cores[label] = (end - start) / secs
+			u.Cores[label] = (end - start) / secs
 		}
 	}
 	if dt := b.total - a.total; dt > 0 {
 		// The machine's share busy, scaled to cores: independent of the wall clock.
-		u.machine = (b.busy - a.busy) / dt * float64(ncpu)
+		u.Machine = (b.busy - a.busy) / dt * float64(ncpu)
 	}
 	return u
 }
 
 // cell renders the usage in one line: the machine first, then each process, busiest first.
 func (u Usage) Cell() string {
-	if u.window <= 0 {
+	if u.Window <= 0 {
 		return "not measured"
 	}
-	labels := make([]string, 0, len(u.cores))
-	for l := range u.cores {
+	labels := make([]string, 0, len(u.Cores))
+	for l := range u.Cores {
 		labels = append(labels, l)
 	}
 	slices.SortFunc(labels, func(a, b string) int {
-		if u.cores[a] != u.cores[b] {
-			if u.cores[a] > u.cores[b] {
+		if u.Cores[a] != u.Cores[b] {
+			if u.Cores[a] > u.Cores[b] {
 				return -1
 			}
 			return 1
@@ -174,9 +175,9 @@ func (u Usage) Cell() string {
 	})
 	parts := make([]string, 0, len(labels))
 	for _, l := range labels {
-		parts = append(parts, fmt.Sprintf("%s %.2f", l, u.cores[l]))
+		parts = append(parts, fmt.Sprintf("%s %.2f", l, u.Cores[l]))
 	}
-	return fmt.Sprintf("machine %.2f of %d cores busy; %s", u.machine, u.ncpu, strings.Join(parts, ", "))
+	return fmt.Sprintf("machine %.2f of %d cores busy; %s", u.Machine, u.NCPU, strings.Join(parts, ", "))
 }
 
 // ClusterProcs lists the local cluster's processes from the pid files kwokctl's binary runtime

@@ -70,17 +70,17 @@ func TestCPUBetween(t *testing.T) {
 	a := Snapshot{at: t0, procs: map[string]float64{"etcd": 10, "kube-apiserver": 100, "gone": 5}, busy: 100, total: 400}
 	b := Snapshot{at: t0.Add(10 * time.Second), procs: map[string]float64{"etcd": 12, "kube-apiserver": 110, "new": 3}, busy: 115, total: 420}
 	u := Between(a, b, 2)
-	if u.cores["etcd"] != 0.2 || u.cores["kube-apiserver"] != 1.0 {
-		t.Fatalf("cores %v", u.cores)
+	if u.Cores["etcd"] != 0.2 || u.Cores["kube-apiserver"] != 1.0 {
+		t.Fatalf("cores %v", u.Cores)
 	}
-	if _, ok := u.cores["gone"]; ok {
+	if _, ok := u.Cores["gone"]; ok {
 		t.Fatal("a process missing at the end must be left out")
 	}
-	if _, ok := u.cores["new"]; ok {
+	if _, ok := u.Cores["new"]; ok {
 		t.Fatal("a process missing at the start must be left out")
 	}
-	if u.machine != 1.5 { // 15 of 20 core-seconds busy on 2 cores
-		t.Fatalf("machine %v, want 1.5", u.machine)
+	if u.Machine != 1.5 { // 15 of 20 core-seconds busy on 2 cores
+		t.Fatalf("machine %v, want 1.5", u.Machine)
 	}
 	want := "machine 1.50 of 2 cores busy; kube-apiserver 1.00, etcd 0.20"
 	if got := u.Cell(); got != want {
