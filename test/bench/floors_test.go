@@ -45,6 +45,7 @@ const (
 	floorClaimDeleteFinalizer
 	floorLockStatus
 	floorClaimStatus
+	floorClaimStatusUpdate
 	floorCount
 )
 
@@ -53,7 +54,8 @@ var floorLabels = [floorCount]string{
 	floorClaimDelete:          "LockClaim delete, no finalizer (the client's write of a handoff)",
 	floorClaimDeleteFinalizer: "LockClaim delete with a finalizer (marks it deleting; before this release, lockwarden's claims carried one)",
 	floorLockStatus:           "DistributedLock status update",
-	floorClaimStatus:          "LockClaim status merge patch with a resourceVersion precondition",
+	floorClaimStatus:          "LockClaim status merge patch with a resourceVersion precondition (the controller's verb)",
+	floorClaimStatusUpdate:    "LockClaim status update (the other verb, for comparison)",
 }
 
 // floorFinalizer is a finalizer of the bench's own, which the controller leaves alone (it sheds
@@ -73,7 +75,7 @@ func measureFloors(ctx context.Context, c client.WithWatch, n int) ([floorCount]
 	if out[floorClaimDeleteFinalizer], err = claimDeleteFloor(ctx, c, n, true); err != nil {
 		return out, err
 	}
-	out[floorLockStatus], out[floorClaimStatus], err = statusFloors(ctx, c, n)
+	out[floorLockStatus], out[floorClaimStatus], out[floorClaimStatusUpdate], err = statusFloors(ctx, c, n)
 	return out, err
 }
 
@@ -156,9 +158,10 @@ func claimDeleteFloor(ctx context.Context, c client.Client, n int, finalizer boo
 // statusFloors times n status writes of the lockwarden objects themselves, as the controller
 // writes them (no DistributedLock here names a backend, and the controller leaves a claim of a
 // lock that does not exist waiting): a DistributedLock status update, and a LockClaim status
-// merge patch with a resourceVersion precondition. Custom resources cost the API server more than
-// a Lease (JSON instead of protobuf, schema validation).
-func statusFloors(ctx context.Context, c client.Client, n int) (lockLat, claimLat []time.Duration, err error) {
+// merge patch with a resourceVersion precondition; beside them, the same claim's status written
+// by update, the other verb the controller could use. Custom resources cost the API server more
+// than a Lease (JSON instead of protobuf, schema validation).
+func statusFloors(ctx context.Context, c client.Client, n int) (lockLat, claimLat, claimUpdateLat []time.Duration, err error) {
 	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench-raw-crd-floor"},
 		Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: "bench-raw-no-such-backend"}}}
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "bench-raw-crd-floor"},
@@ -166,24 +169,24 @@ func statusFloors(ctx context.Context, c client.Client, n int) (lockLat, claimLa
 	for _, o := range []client.Object{lock, claim} {
 		_ = c.Delete(ctx, o)
 		if err := c.Create(ctx, o); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		defer func() { _ = c.Delete(context.WithoutCancel(ctx), o) }()
 	}
 	time.Sleep(time.Second) // let the controller write the objects' first status, and stop
 	if err := c.Get(ctx, client.ObjectKeyFromObject(lock), lock); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i := range n {
 		lock.Status.FencingToken = int64(i + 1) // a field the controller's pass leaves alone
 		start := time.Now()
 		if err := c.Status().Update(ctx, lock); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		lockLat = append(lockLat, time.Since(start))
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i := range n {
 		before := claim.DeepCopy()
@@ -191,9 +194,18 @@ func statusFloors(ctx context.Context, c client.Client, n int) (lockLat, claimLa
 		claim.Status.HolderIdentity = fmt.Sprintf("raw-%d", i)
 		start := time.Now()
 		if err := c.Status().Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		claimLat = append(claimLat, time.Since(start))
 	}
-	return lockLat, claimLat, nil
+	for i := range n {
+		claim.Status.QueuePosition = int32(i%7 + 1)
+		claim.Status.HolderIdentity = fmt.Sprintf("raw-update-%d", i)
+		start := time.Now()
+		if err := c.Status().Update(ctx, claim); err != nil {
+			return nil, nil, nil, err
+		}
+		claimUpdateLat = append(claimUpdateLat, time.Since(start))
+	}
+	return lockLat, claimLat, claimUpdateLat, nil
 }
