@@ -24,7 +24,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -349,7 +348,7 @@ func classifyWrite(before, after *locksv1alpha1.LockClaim) writeClass {
 	switch {
 	case !after.DeletionTimestamp.IsZero() && !isHeld(after):
 		return writeGone
-	case equality.Semantic.DeepEqual(before.Status, after.Status):
+	case sameClaimStatus(&before.Status, &after.Status):
 		return writeNothing
 	case isHeld(before) && !isHeld(after):
 		return writeEnded

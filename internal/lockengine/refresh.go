@@ -166,9 +166,9 @@ func (r *Reconciler) loadHolders(ctx context.Context, name types.NamespacedName)
 		// refreshed; the lane looks again, and the lock's pass reports the backend.
 		return nil, unusable
 	}
-	fresh, err := r.readClaims(ctx, s, func(c *locksv1alpha1.LockClaim) error {
-		if isHeld(c) && recordIndex(s.lock.Status.Holders, c) >= 0 {
-			s.holders = append(s.holders, c)
+	fresh, err := r.readClaims(ctx, s, func(read *locksv1alpha1.LockClaim) error {
+		if isHeld(read) && recordIndex(s.lock.Status.Holders, read) >= 0 {
+			s.holders = append(s.holders, read.DeepCopy())
 		}
 		return nil
 	})

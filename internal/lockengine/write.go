@@ -208,7 +208,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	s.readMu.Lock()
 	before := s.read[c.UID]
 	s.readMu.Unlock()
-	if s.vanished[c.UID] || equality.Semantic.DeepEqual(before.Status, c.Status) {
+	if s.vanished[c.UID] || sameClaimStatus(&before.Status, &c.Status) {
 		return nil
 	}
 	if err := r.Guard.Check(); err != nil {
