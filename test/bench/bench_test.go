@@ -74,6 +74,7 @@ var (
 	grants   = flag.Int("grants", 100, "uncontended grants to time per backend")
 	handoffs = flag.Int("handoffs", 1000, "handoffs to time on one hot lock of the built-in backend, in -rounds rounds")
 	rounds   = flag.Int("rounds", 5, "rounds of the built-in backend's hot-lock handoffs, each beside its own floors")
+	queue    = flag.Int("queue", 10, "claims waiting behind the holder of a hot lock throughout its handoffs, one joining the tail after each handoff (0: all of a round's claims queued at its start)")
 	extHand  = flag.Int("backend-handoffs", 100, "handoffs to time on one hot lock of each external backend (one round)")
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
 	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
@@ -118,9 +119,9 @@ func TestBench(t *testing.T) {
 		throttle = fmt.Sprintf("QPS %.0f / burst %d", *qps, *burst)
 	}
 	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager API client %s, %d claim workers, "+
-		"%d grants per backend, %d handoffs on one hot lock of the built-in backend (%d rounds) and %d on each external backend's, "+
+		"%d grants per backend, %d handoffs on one hot lock of the built-in backend (%d rounds) and %d on each external backend's, %d claims waiting behind the holder, "+
 		"writes of held locks counted over %s, %d pod handoffs; claims created without a finalizer, as lockctl does.",
-		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand, *steady, *podTurns)}
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand, *queue, *steady, *podTurns)}
 	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants per backend, %d handoffs on the built-in backend in %d rounds, %d on each external one\n",
 		throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand)
 
@@ -323,7 +324,7 @@ func (b *bench) measure(ctx context.Context, prefix, backend string, rounds, per
 	if err != nil {
 		return r, err
 	}
-	hot, err := b.hotLock(ctx, prefix, backend, rounds, perRound, floorN)
+	hot, err := b.hotLock(ctx, prefix, backend, rounds, perRound, *queue, floorN)
 	stopProfile()
 	if err != nil {
 		return r, err

@@ -117,14 +117,32 @@ func leaseFloor(ctx context.Context, c client.WithWatch, n int) ([]time.Duration
 	return lat, nil
 }
 
-// claimDeleteFloor times the deletes of n claims of a lock that does not exist (the controller
-// leaves them waiting), with or without a finalizer of the bench's; a claim with one is only
-// marked deleting, and the bench takes the finalizer off afterwards, untimed.
+// claimDeleteFloor times the deletes of n claims waiting for a held lock of the built-in backend
+// (waiting quietly: no event, no write but their first status), with or without a finalizer of
+// the bench's; a claim with one is only marked deleting, and the bench takes the finalizer off
+// afterwards, untimed.
 func claimDeleteFloor(ctx context.Context, c client.Client, n int, finalizer bool) ([]time.Duration, error) {
+	deleteFloors++
+	prefix := fmt.Sprintf("bench-raw-delete-%d", deleteFloors)
+	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: prefix},
+		Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: locksv1alpha1.BuiltinBackendName}}}
+	if err := c.Create(ctx, lock); err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Delete(context.WithoutCancel(ctx), lock) }()
+	holder := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: prefix + "-holder"},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lock.Name}}
+	if err := c.Create(ctx, holder); err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Delete(context.WithoutCancel(ctx), holder) }()
+	if err := waitPhase(ctx, c, holder, locksv1alpha1.ClaimHeld); err != nil {
+		return nil, err
+	}
 	claims := make([]*locksv1alpha1.LockClaim, n)
 	for i := range claims {
-		claims[i] = &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("bench-raw-delete-%d", i)},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: "bench-raw-no-such-lock"}}
+		claims[i] = &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("%s-%d", prefix, i)},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: lock.Name}}
 		if finalizer {
 			claims[i].Finalizers = []string{floorFinalizer}
 		}
@@ -132,7 +150,11 @@ func claimDeleteFloor(ctx context.Context, c client.Client, n int, finalizer boo
 			return nil, err
 		}
 	}
-	time.Sleep(time.Second) // let the controller write their first status, and stop
+	// Let the controller write their first status, and stop.
+	if err := waitPhase(ctx, c, claims[n-1], locksv1alpha1.ClaimPending); err != nil {
+		return nil, err
+	}
+	time.Sleep(500 * time.Millisecond)
 	lat := make([]time.Duration, 0, n)
 	for _, cl := range claims {
 		start := time.Now()
@@ -153,6 +175,23 @@ func claimDeleteFloor(ctx context.Context, c client.Client, n int, finalizer boo
 		}
 	}
 	return lat, nil
+}
+
+// deleteFloors counts the runs of claimDeleteFloor, whose objects each run names anew (those of
+// the last run may still be going).
+var deleteFloors int
+
+// waitPhase waits up to 30 s until claim's phase is phase.
+func waitPhase(ctx context.Context, c client.Client, claim *locksv1alpha1.LockClaim, phase locksv1alpha1.ClaimPhase) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		got := &locksv1alpha1.LockClaim{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), got); err == nil && got.Status.Phase == phase {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("claim %s not %s within 30 s", claim.Name, phase)
 }
 
 // statusFloors times n status writes of the lockwarden objects themselves, as the controller

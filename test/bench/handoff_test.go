@@ -212,7 +212,7 @@ type handoffRound struct {
 	elapsed time.Duration
 	n       int
 	// writes are those of the round, from a settle before the first delete to one after the last
-	// grant, the client's deletes included.
+	// grant (writeCounter.quiet), the client's deletes included.
 	writes writeCounts
 	// cpu is what the round cost each process of the machine, from the first delete until the
 	// last grant was seen.
@@ -225,9 +225,11 @@ func (h handoffRound) perSec() float64 { return float64(h.n) / h.elapsed.Seconds
 // longer than the engine's deferred writes of a lock's waiting count (5 s).
 const settle = 6 * time.Second
 
-// handoffs runs n handoffs on a new hot lock of backend, named after prefix and round, with n+1
-// claims queued at the start.
-func (b *bench) handoffs(ctx context.Context, prefix, backend string, round, n int) (handoffRound, error) {
+// handoffs runs n handoffs on a new hot lock of backend, named after prefix and round. With depth
+// 0 every claim is queued at the start (the queue shortens from n to none); otherwise depth claims
+// wait behind the holder throughout: after each handoff a new claim joins the tail, as on a lock
+// in steady use (its create and first status are counted apart from the handoffs').
+func (b *bench) handoffs(ctx context.Context, prefix, backend string, round, n, depth int) (handoffRound, error) {
 	var h handoffRound
 	c := b.c
 	name := fmt.Sprintf("%s-hot-%d", prefix, round)
@@ -248,17 +250,24 @@ func (b *bench) handoffs(ctx context.Context, prefix, backend string, round, n i
 	names := make([]string, n+1)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%04d", name, i)
+	}
+	join := func(i int) error {
 		// As lockctl does: no finalizer (the lock record releases a deleted claim).
-		if err := c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i]},
-			Spec: locksv1alpha1.LockClaimSpec{LockName: name}}); err != nil {
+		return c.Create(ctx, &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: names[i]},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: name}})
+	}
+	if depth == 0 {
+		depth = n
+	}
+	for i := range min(depth+1, n+1) {
+		if err := join(i); err != nil {
 			return h, err
 		}
 	}
 	if _, err := byCondition.await(ctx, names[0]); err != nil {
 		return h, err
 	}
-	time.Sleep(settle)
-	before, err := b.writes.snapshot(ctx, c, systemNS)
+	before, err := b.writes.quiet(ctx, c, systemNS)
 	if err != nil {
 		return h, err
 	}
@@ -278,11 +287,15 @@ func (b *bench) handoffs(ctx context.Context, prefix, backend string, round, n i
 		if _, err := byCondition.await(ctx, names[i]); err != nil {
 			return h, err
 		}
+		if depth < n && i+depth <= n {
+			if err := join(i + depth); err != nil {
+				return h, err
+			}
+		}
 	}
 	h.elapsed, h.n = time.Since(began), n
 	h.cpu = proccpu.Between(cpu0, proccpu.Take(procs), numCPU())
-	time.Sleep(settle)
-	after, err := b.writes.snapshot(ctx, c, systemNS)
+	after, err := b.writes.quiet(ctx, c, systemNS)
 	if err != nil {
 		return h, err
 	}

@@ -32,15 +32,18 @@ import (
 
 // hotResult is the hot-lock handoffs of one backend, in rounds, each beside its own floors.
 type hotResult struct {
+	// depth is how many claims waited behind the holder.
+	depth  int
 	rounds []handoffRound
 	// floors are each round's raw writes, by round (none for backends measured without them).
 	floors [][floorCount][]time.Duration
 }
 
-// hotLock runs rounds of perRound handoffs on backend, each on a fresh lock, each after timing
-// floorN writes of every floor (none at 0), so that the figures and their floors interleave.
-func (b *bench) hotLock(ctx context.Context, prefix, backend string, rounds, perRound, floorN int) (hotResult, error) {
-	var out hotResult
+// hotLock runs rounds of perRound handoffs on backend, each on a fresh lock with depth claims
+// waiting, each after timing floorN writes of every floor (none at 0), so that the figures and
+// their floors interleave.
+func (b *bench) hotLock(ctx context.Context, prefix, backend string, rounds, perRound, depth, floorN int) (hotResult, error) {
+	out := hotResult{depth: depth}
 	for r := range rounds {
 		if floorN > 0 {
 			f, err := measureFloors(ctx, b.c, floorN)
@@ -49,7 +52,7 @@ func (b *bench) hotLock(ctx context.Context, prefix, backend string, rounds, per
 			}
 			out.floors = append(out.floors, f)
 		}
-		h, err := b.handoffs(ctx, prefix, backend, r, perRound)
+		h, err := b.handoffs(ctx, prefix, backend, r, perRound, depth)
 		if err != nil {
 			return out, err
 		}
@@ -175,11 +178,12 @@ func (h hotResult) perSec() spread {
 	return spreadOf(v)
 }
 
-// writesPerHandoff is the rounds' total writes per handoff.
-func (h hotResult) writesPerHandoff() spread {
+// pathWrites is the rounds' writes per handoff, other than those of the claims that joined the
+// tail (their creates and first statuses).
+func (h hotResult) pathWrites() spread {
 	var v []float64
 	for _, r := range h.rounds {
-		v = append(v, float64(r.writes.total())/float64(r.n))
+		v = append(v, float64(r.writes.total()-r.writes[claimCreates]-r.writes[claimFirst])/float64(r.n))
 	}
 	return spreadOf(v)
 }
@@ -215,10 +219,11 @@ func (h hotResult) markdown(backend string) string {
 	if len(h.rounds) > 0 {
 		perRound = h.rounds[0].n
 	}
-	fmt.Fprintf(&sb, "\nHandoffs on one hot lock (%s): %d rounds of %d, each on a fresh lock with %d claims queued, each after timing its own floors; "+
+	fmt.Fprintf(&sb, "\nHandoffs on one hot lock (%s): %d rounds of %d, each on a fresh lock with %d claims waiting behind the holder "+
+		"(a new one joins the tail after each handoff), each after timing its own floors; "+
 		"the next delete follows the grant seen by both watchers (closed loop). A figure is the median of the rounds' p50 (or p95) "+
 		"with the least and most in brackets; the p99 is of all %d handoffs together.\n\n",
-		backend, len(h.rounds), perRound, perRound+1, h.handoffs())
+		backend, len(h.rounds), perRound, h.depth, h.handoffs())
 	sb.WriteString("| from the client's delete of the holder's claim | p50 | p95 | p99 | p50 ÷ Lease update p50 |\n|---|---|---|---|---|\n")
 	row := func(label string, d [][]time.Duration) {
 		s := summarize(d)
@@ -237,10 +242,12 @@ func (h hotResult) markdown(backend string) string {
 	w := h.writes()
 	n := h.handoffs()
 	per := func(k writeKind) string { return fmt.Sprintf("%.2f", float64(w[k])/float64(n)) }
-	fmt.Fprintf(&sb, "\nAPI writes per handoff: %s = %s client deletes + %s to held claims + %s to waiting claims + %s to locks + %s to Leases + %s Events "+
-		"(counted through watches from %s before the first delete to %s after the last grant).\n",
-		h.writesPerHandoff().format(func(v float64) string { return fmt.Sprintf("%.2f", v) }),
-		per(claimDeletes), per(claimHolders), per(claimWaiters), per(lockWrites), per(leaseWrites), per(eventWrites), settle, settle)
+	fmt.Fprintf(&sb, "\nAPI writes per handoff: %s = %s client deletes + %s to held claims + %s to waiting claims + %s to locks + %s to Leases + %s Events; "+
+		"besides, the claims that joined the tail: %s creates and %s first statuses "+
+		"(counted through watches from a settle of at least %s, and a second without writes, before the first delete to the same after the last grant).\n",
+		h.pathWrites().format(func(v float64) string { return fmt.Sprintf("%.2f", v) }),
+		per(claimDeletes), per(claimHolders), per(claimWaiters), per(lockWrites), per(leaseWrites), per(eventWrites),
+		per(claimCreates), per(claimFirst), settle)
 	if cpu := h.cpuPerHandoff(); len(cpu) > 0 {
 		labels := make([]string, 0, len(cpu))
 		for l := range cpu {

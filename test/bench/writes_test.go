@@ -37,10 +37,12 @@ type writeKind string
 
 const (
 	// Writes of LockClaims: creates and deletes (the clients'), status writes of claims that
-	// hold (the controller's grants and refreshes) and of every other claim (waiters').
+	// hold (the controller's grants and refreshes), a new claim's first status, and the status
+	// writes of every other claim (waiters').
 	claimCreates writeKind = "claim creates"
 	claimDeletes writeKind = "claim deletes"
 	claimHolders writeKind = "claims held"
+	claimFirst   writeKind = "claims' first status"
 	claimWaiters writeKind = "claims waiting"
 	lockWrites   writeKind = "locks"
 	leaseWrites  writeKind = "leases"
@@ -60,7 +62,7 @@ func (w writeCounts) total() int {
 
 // claims is every write of a LockClaim.
 func (w writeCounts) claims() int {
-	return w[claimCreates] + w[claimDeletes] + w[claimHolders] + w[claimWaiters]
+	return w[claimCreates] + w[claimDeletes] + w[claimHolders] + w[claimFirst] + w[claimWaiters]
 }
 
 // minus is the writes made between an earlier count and this one.
@@ -82,13 +84,16 @@ type writeCounter struct {
 	counts writeCounts
 	// markers counts the writes of snapshot's own marker Lease, which are not counted.
 	markers int
+	// phases are the claims' phases as last seen, by namespace/name, to tell a claim's first
+	// status from a waiter's status change.
+	phases map[string]locksv1alpha1.ClaimPhase
 }
 
 // markerName is the Lease that snapshot writes to know that the watches have caught up.
 const markerName = "bench-write-counter-marker"
 
 func startWriteCounter(ctx context.Context, c client.WithWatch, benchNS, systemNS string) (*writeCounter, error) {
-	w := &writeCounter{counts: writeCounts{}}
+	w := &writeCounter{counts: writeCounts{}, phases: map[string]locksv1alpha1.ClaimPhase{}}
 	for _, s := range []struct {
 		kind writeKind
 		ns   string
@@ -131,7 +136,7 @@ func (w *writeCounter) follow(ctx context.Context, c client.WithWatch, kind writ
 				w.mu.Unlock()
 			default:
 				w.mu.Lock()
-				w.counts[classify(kind, ev.Type, o)]++
+				w.counts[w.classify(kind, ev.Type, o)]++
 				w.mu.Unlock()
 			}
 		}
@@ -139,20 +144,51 @@ func (w *writeCounter) follow(ctx context.Context, c client.WithWatch, kind writ
 }
 
 // classify says which kind of write an event of a watch of kind is: claims' by what they did.
-func classify(kind writeKind, t watch.EventType, o client.Object) writeKind {
+// The caller holds w.mu.
+func (w *writeCounter) classify(kind writeKind, t watch.EventType, o client.Object) writeKind {
 	c, ok := o.(*locksv1alpha1.LockClaim)
-	switch {
-	case !ok:
+	if !ok {
 		return kind
+	}
+	name := c.Namespace + "/" + c.Name
+	before, seen := w.phases[name]
+	w.phases[name] = c.Status.Phase
+	switch {
 	case t == watch.Added:
 		return claimCreates
 	case t == watch.Deleted || !c.DeletionTimestamp.IsZero():
+		delete(w.phases, name)
 		return claimDeletes
 	case c.Status.Phase == locksv1alpha1.ClaimHeld:
 		return claimHolders
+	case seen && before == "":
+		return claimFirst
 	default:
 		return claimWaiters
 	}
+}
+
+// quiet waits at least settle, then until a second has passed without a write, up to 30 s more,
+// and returns the counts then: what came before has all been counted.
+func (w *writeCounter) quiet(ctx context.Context, c client.Client, systemNS string) (writeCounts, error) {
+	time.Sleep(settle)
+	last, err := w.snapshot(ctx, c, systemNS)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		now, err := w.snapshot(ctx, c, systemNS)
+		if err != nil {
+			return nil, err
+		}
+		if now.total() == last.total() {
+			return now, nil
+		}
+		last = now
+	}
+	return last, nil
 }
 
 // snapshot returns the counts so far, once the watches have caught up with every write made
