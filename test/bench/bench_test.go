@@ -74,7 +74,7 @@ var (
 	grants   = flag.Int("grants", 100, "uncontended grants to time per backend")
 	handoffs = flag.Int("handoffs", 1000, "handoffs to time on one hot lock of the built-in backend, in -rounds rounds")
 	rounds   = flag.Int("rounds", 5, "rounds of the built-in backend's hot-lock handoffs, each beside its own floors")
-	queue    = flag.Int("queue", 10, "claims waiting behind the holder of a hot lock throughout its handoffs, one joining the tail after each handoff (0: all of a round's claims queued at its start)")
+	queue    = flag.Int("queue", 0, "claims waiting behind the holder of a hot lock throughout its handoffs, one joining the tail after each handoff (0: all of a round's claims queued at its start)")
 	extHand  = flag.Int("backend-handoffs", 100, "handoffs to time on one hot lock of each external backend (one round)")
 	podTurns = flag.Int("pod-handoffs", 20, "pod handoffs to time (gated pods, and lockctl acquire)")
 	qps      = flag.Float64("qps", 0, "manager API client QPS (0: no client-side limit, the manager's default)")
