@@ -86,6 +86,8 @@ var (
 	floorN   = flag.Int("floor-writes", 200, "writes of each floor (Lease update, claim deletes, status writes) to time in each round")
 	manyN    = flag.Int("many-locks", 1000, "locks whose queues are served at once for the many-lock throughput")
 	manyQ    = flag.Int("many-claims", 3, "claims queued on each of the many locks")
+	pacedN   = flag.Int("paced-locks", 200, "locks whose holders are deleted at 50 % and 80 % of the many-lock capacity, to time handoffs below it")
+	pacedQ   = flag.Int("paced-claims", 6, "claims queued on each of the paced locks")
 	apiProf  = flag.String("apiserver-profile", "", "write a CPU profile of the API server, taken during the built-in backend's hot-lock handoffs, into this file")
 	mgrProf  = flag.String("manager-profile", "", "write a CPU profile of this process (the manager under test and the bench's clients), taken during the built-in backend's hot-lock rounds, into this file")
 	profSecs = flag.Int("apiserver-profile-seconds", 10, "how long the API server profile runs, from the start of the built-in backend's first round of handoffs")
@@ -179,6 +181,9 @@ func TestBench(t *testing.T) {
 	if want["many"] {
 		fmt.Printf("many locks (built-in backend, %d locks × %d claims):\n", *manyN, *manyQ)
 		m := b.manyLocks(t, ctx, *manyN, *manyQ)
+		for i, share := range []float64{0.5, 0.8} {
+			m.paced = append(m.paced, b.pacedLocks(t, ctx, fmt.Sprintf("bench-paced-%d", i), *pacedN, *pacedQ, share, share*m.perSec()))
+		}
 		res.many = &m
 	}
 	if want["shared"] {

@@ -139,9 +139,17 @@ func (r results) markdown() string {
 		}
 	}
 	if m := r.many; m != nil {
-		fmt.Fprintf(&sb, "\n| many locks (built-in backend) | handoffs/s | handoff p50 / p99 |\n|---|--:|---|\n")
-		fmt.Fprintf(&sb, "| %d locks × %d claims, every holder deleted the moment it is seen Held (open loop across locks) | %.0f | %s |\n",
+		fmt.Fprintf(&sb, "\n| many locks (built-in backend), holder deleted → next claim seen Held | handoffs/s | handoff p50 / p99 |\n|---|--:|---|\n")
+		fmt.Fprintf(&sb, "| capacity: %d locks × %d claims, every holder deleted the moment it is seen Held (open loop; the latency is mostly the backlog's) | %.0f | %s |\n",
 			m.locks, m.claimsPerLock, m.perSec(), m.handoff.cell())
+		for _, p := range m.paced {
+			idle := ""
+			if p.idle > 0 {
+				idle = fmt.Sprintf("; %d ticks found no holder to delete", p.idle)
+			}
+			fmt.Fprintf(&sb, "| %.0f %% of capacity: %d locks × %d claims, a holder deleted every %s ms (the one held longest)%s | %.0f | %s |\n",
+				p.share*100, p.locks, p.claimsPerLock, fmtMS(time.Duration(float64(time.Second)/p.rate)), idle, p.rate, p.handoff.cell())
+		}
 	}
 	if len(r.shared) > 0 {
 		sb.WriteString("\n| shared locks (built-in backend), every holder deleted the moment it is seen Held | grants/s | wait p50 / p99 |\n|---|--:|---|\n")
