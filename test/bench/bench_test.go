@@ -121,9 +121,9 @@ func TestBench(t *testing.T) {
 		throttle = fmt.Sprintf("QPS %.0f / burst %d", *qps, *burst)
 	}
 	res := &results{settings: fmt.Sprintf("One run of `make bench` (%s, %s, %d cores): manager API client %s, %d claim workers, "+
-		"%d grants per backend, %d handoffs on one hot lock of the built-in backend (%d rounds) and %d on each external backend's, %d claims waiting behind the holder, "+
+		"%d grants per backend, %d handoffs on one hot lock of the built-in backend (%d rounds, then %d more closed on the lock record) and %d on each external backend's, "+
 		"writes of held locks counted over %s, %d pod handoffs; claims created without a finalizer, as lockctl does.",
-		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand, *queue, *steady, *podTurns)}
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *handoffs / *rounds, *extHand, *steady, *podTurns)}
 	fmt.Printf("lockwarden bench: manager API client %s, %d claim workers, %d grants per backend, %d handoffs on the built-in backend in %d rounds, %d on each external one\n",
 		throttle, *workers, *grants, *rounds*(*handoffs / *rounds), *rounds, *extHand)
 
