@@ -26,6 +26,8 @@ const (
 	TraceClaimEvent TracePoint = iota
 	// TracePassStart: a pass of the lock began (it holds the lock's pass lock).
 	TracePassStart
+	// TraceRecordWriting: the pass is about to send the lock record naming claim as a new holder.
+	TraceRecordWriting
 	// TraceRecordWritten: the lock record naming claim as a new holder was written.
 	TraceRecordWritten
 	// TraceClaimWritten: claim's status was written.

@@ -38,8 +38,9 @@ func (l *traceLog) Traced(point TracePoint, lock types.NamespacedName, claim str
 	l.calls = append(l.calls, traced{point, lock.Name, claim})
 }
 
-// TestStepHandoffTraced: the pass that hands a lock over tells the Tracer that it began, that the
-// record names the new holder, and then that the new holder's claim was written, in that order,
+// TestStepHandoffTraced: the pass that hands a lock over tells the Tracer that it began, that it
+// sends and then has written the record naming the new holder, and then that the new holder's
+// claim was written, in that order,
 // and nothing about the waiter behind it (no write per waiter).
 func TestStepHandoffTraced(t *testing.T) {
 	e := newStepEnv(t, interceptor.Funcs{})
@@ -54,7 +55,7 @@ func TestStepHandoffTraced(t *testing.T) {
 
 	e.remove(e.getClaim("a"))
 	e.mustPass("db")
-	want := []traced{{TracePassStart, "db", ""}, {TraceRecordWritten, "db", "b"}, {TraceClaimWritten, "db", "b"}}
+	want := []traced{{TracePassStart, "db", ""}, {TraceRecordWriting, "db", "b"}, {TraceRecordWritten, "db", "b"}, {TraceClaimWritten, "db", "b"}}
 	if !slices.Equal(log.calls, want) {
 		t.Fatalf("traced %+v, want %+v", log.calls, want)
 	}

@@ -67,6 +67,9 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 	if err := r.Guard.Check(); err != nil {
 		return err
 	}
+	for _, g := range s.grants {
+		r.trace(TraceRecordWriting, s.name, g.claim.Name)
+	}
 	if err := r.Status().Update(ctx, lock); err != nil {
 		return client.IgnoreNotFound(err)
 	}

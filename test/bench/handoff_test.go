@@ -54,6 +54,7 @@ const (
 	spanAck span = iota
 	spanEvent
 	spanPass
+	spanRecordSent
 	spanRecord
 	spanClaim
 	spanSeenRecord
@@ -65,6 +66,7 @@ var spanLabels = [spanCount]string{
 	spanAck:        "delete acknowledged (the client's one write)",
 	spanEvent:      "controller's watch event of the delete",
 	spanPass:       "the lock's pass begins",
+	spanRecordSent: "the pass sends the lock record (its reads and decisions done)",
 	spanRecord:     "lock record written, naming the next claim",
 	spanClaim:      "the next claim's status written (Held)",
 	spanSeenRecord: "seen on the lock record by a watch (lockctl, pkg/lockclient)",
@@ -334,6 +336,7 @@ func (b *bench) handoffs(ctx context.Context, prefix, backend string, round, n, 
 		if !event.IsZero() {
 			add(spanPass, b.tracer.first(lockengine.TracePassStart, "", event))
 		}
+		add(spanRecordSent, b.tracer.first(lockengine.TraceRecordWriting, next, t0))
 		add(spanRecord, b.tracer.first(lockengine.TraceRecordWritten, next, t0))
 		add(spanClaim, b.tracer.first(lockengine.TraceClaimWritten, next, t0))
 		at, _ := onRecord.await(ctx, next)
