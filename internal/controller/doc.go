@@ -48,7 +48,8 @@ package controller
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=distributedlocks/status,verbs=update
 
 // LockClaims: read through the cache; create is the claim of a pod that asks for a lock by
-// annotation; update adds and removes the release finalizer; status is written by a merge patch
+// annotation; update takes off the release finalizer that earlier builds put on claims (claims
+// carry none now: the lock record releases a deleted claim); status is written by a merge patch
 // with a resourceVersion precondition. No delete: a pod's claim goes with its pod (garbage
 // collection), and other claims belong to their users.
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims,verbs=list;watch;create;update

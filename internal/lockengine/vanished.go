@@ -214,7 +214,7 @@ func leaseRecordKey(name string) string {
 
 // shedFinalizers takes the release finalizer off the claims that an earlier lockwarden gave it,
 // once the record written in this pass names their hold by claim UID (fillRecord): from then on
-// the record releases them. A claim being deleted loses it in writeClaims, as before (letGo).
+// the record releases them. A claim being deleted loses it in writeClaims (removeFinalizer).
 func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) error {
 	var shed []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {

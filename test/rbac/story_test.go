@@ -124,6 +124,7 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.backendWithSecret(redis.Addr())
 	s.handoff("db", "")
 	s.handoff("cache", "redis")
+	s.upgradedClaimLetGo("db")
 	s.gatedPodFinishes("db")
 	s.annotatedPodDeleted("cache")
 	s.suspendedJobRuns("batch")
@@ -210,6 +211,21 @@ func (s *story) handoff(lock, backend string) {
 	s.waitPhase(second, locksv1alpha1.ClaimHeld)
 	s.g.Expect(s.getClaim(s.g, second).Status.FencingToken).To(BeNumerically(">", token))
 	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: first}})
+}
+
+// upgradedClaimLetGo creates a claim for lock with the release finalizer that lockwarden put on
+// claims before the lock record named each hold's claim, as an upgrade finds them: the controller
+// takes the finalizer off (an update of the claim: the one use left of that verb), and the claim,
+// deleted, is gone at once.
+func (s *story) upgradedClaimLetGo(lock string) {
+	name := lock + "-upgraded"
+	s.create(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: name,
+		Finalizers: []string{locksv1alpha1.Finalizer}}, Spec: locksv1alpha1.LockClaimSpec{LockName: lock}})
+	s.g.Eventually(func(g Gomega) []string {
+		return s.getClaim(g, name).Finalizers
+	}).Should(BeEmpty(), "claim %s keeps the old release finalizer", name)
+	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: name}})
+	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: name}})
 }
 
 // leftoverKeyTakenOver creates lock on a backend key whose key ledger Lease outlived its owner (a
