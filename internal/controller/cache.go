@@ -30,13 +30,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/intern"
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // CacheOptions are the manager's cache options: what the informers keep of each object. Two
 // controllers watch every Pod of the cluster, so a cached Pod keeps only what they read; no
 // cached object keeps its managedFields, which nothing here reads and which are often the
-// larger part of an object. Of Leases it keeps only heartbeat Leases (the label
+// larger part of an object. Cached Pods and LockClaims share the strings they repeat
+// (trimPod, trimClaim). Of Leases it keeps only heartbeat Leases (the label
 // locks.lockwarden.io/heartbeat: "true"): a cluster's nodes renew one Lease each every 10 s, and
 // the controller's own Leases (key ledger, built-in backend, leader election) are read from the
 // API server, never from the cache. Every Node is cached (holders' nodes, holderNodeLossSeconds),
@@ -46,10 +48,12 @@ import (
 // template or a PipelineRun's inline pipeline can be large. kinds must be the ones the
 // controllers are set up with (Options.Workloads).
 func CacheOptions(kinds *workloads.Registry) cache.Options {
+	strs := intern.New(maxInterned)
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}:           {Transform: trimPod},
-		&corev1.Node{}:          {Transform: trimNode},
-		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
+		&corev1.Pod{}:              {Transform: func(obj any) (any, error) { return trimPod(obj, strs) }},
+		&locksv1alpha1.LockClaim{}: {Transform: func(obj any) (any, error) { return trimClaim(obj, strs) }},
+		&corev1.Node{}:             {Transform: trimNode},
+		&coordinationv1.Lease{}:    {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
 	}
 	for _, k := range kinds.Kinds() {
 		obj := &unstructured.Unstructured{}
@@ -58,6 +62,11 @@ func CacheOptions(kinds *workloads.Registry) cache.Options {
 	}
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}
 }
+
+// maxInterned bounds the strings the pod and claim transforms share between cached objects
+// (internal/intern): namespaces, lock and node names, condition reasons and messages. A cluster
+// has far fewer distinct ones; a table this size takes at most about a megabyte.
+const maxInterned = 16384
 
 // lockAnnotationPrefix is the prefix of every annotation lockwarden reads or writes on a Pod.
 const lockAnnotationPrefix = "locks.lockwarden.io/"
@@ -71,7 +80,9 @@ const lockAnnotationPrefix = "locks.lockwarden.io/"
 // gates, its node (a holder whose node is lost may be treated as dead: holderNodeLossSeconds) and
 // its phase. A trimmed Pod must only ever be patched with a patch that names
 // what it changes (holderPatch), never updated: an update would write the trimmed object back.
-func trimPod(obj any) (any, error) {
+// The strings many pods repeat (namespace, node, lockwarden annotation keys and lock names, the
+// scheduling gate) are shared through strs: each decoded pod comes with copies of its own.
+func trimPod(obj any, strs *intern.Table) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		// A tombstone (DeletedFinalStateUnknown) or another type: leave it as it is.
@@ -83,22 +94,29 @@ func trimPod(obj any) (any, error) {
 			if annotations == nil {
 				annotations = map[string]string{}
 			}
-			annotations[k] = v
+			annotations[strs.String(k)] = strs.String(v)
 		}
 	}
 	var podLabels map[string]string
 	if role, ok := pod.Labels[locksv1alpha1.PodRoleLabel]; ok {
-		podLabels = map[string]string{locksv1alpha1.PodRoleLabel: role}
+		podLabels = map[string]string{locksv1alpha1.PodRoleLabel: strs.String(role)}
 	}
 	var finalizers []string
 	if slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
 		finalizers = []string{metav1.FinalizerDeleteDependents}
 	}
+	var gates []corev1.PodSchedulingGate
+	if len(pod.Spec.SchedulingGates) > 0 {
+		gates = make([]corev1.PodSchedulingGate, len(pod.Spec.SchedulingGates))
+		for i, g := range pod.Spec.SchedulingGates {
+			gates[i] = corev1.PodSchedulingGate{Name: strs.String(g.Name)}
+		}
+	}
 	return &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
+		TypeMeta: metav1.TypeMeta{APIVersion: strs.String(pod.APIVersion), Kind: strs.String(pod.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              pod.Name,
-			Namespace:         pod.Namespace,
+			Namespace:         strs.String(pod.Namespace),
 			UID:               pod.UID,
 			ResourceVersion:   pod.ResourceVersion,
 			CreationTimestamp: pod.CreationTimestamp,
@@ -107,9 +125,57 @@ func trimPod(obj any) (any, error) {
 			Labels:            podLabels,
 			Annotations:       annotations,
 		},
-		Spec:   corev1.PodSpec{SchedulingGates: pod.Spec.SchedulingGates, NodeName: pod.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+		Spec:   corev1.PodSpec{SchedulingGates: gates, NodeName: strs.String(pod.Spec.NodeName)},
+		Status: corev1.PodStatus{Phase: corev1.PodPhase(strs.String(string(pod.Status.Phase)))},
 	}, nil
+}
+
+// trimClaim drops a LockClaim's managedFields, as every cached object's, and shares the strings
+// that many claims repeat through strs: namespace, type, label and annotation keys, owner kinds,
+// finalizers, lock name and mode, phase, and the conditions' type, status, reason and message
+// (a lock's waiters all carry the same message). Only the memory changes, never a value: the
+// lock's pass compares a claim's status with the one it would write, field by field, to decide
+// whether to write. The claim is changed in place: the informer has just decoded it, and
+// nothing else holds it yet.
+func trimClaim(obj any, strs *intern.Table) (any, error) {
+	claim, ok := obj.(*locksv1alpha1.LockClaim)
+	if !ok {
+		return obj, nil
+	}
+	claim.ManagedFields = nil
+	claim.APIVersion, claim.Kind = strs.String(claim.APIVersion), strs.String(claim.Kind)
+	claim.Namespace = strs.String(claim.Namespace)
+	claim.Labels = internKeys(claim.Labels, strs)
+	claim.Annotations = internKeys(claim.Annotations, strs)
+	for i := range claim.OwnerReferences {
+		ref := &claim.OwnerReferences[i]
+		ref.APIVersion, ref.Kind = strs.String(ref.APIVersion), strs.String(ref.Kind)
+	}
+	for i, f := range claim.Finalizers {
+		claim.Finalizers[i] = strs.String(f)
+	}
+	claim.Spec.LockName = strs.String(claim.Spec.LockName)
+	claim.Spec.Mode = locksv1alpha1.LockMode(strs.String(string(claim.Spec.Mode)))
+	claim.Status.Phase = locksv1alpha1.ClaimPhase(strs.String(string(claim.Status.Phase)))
+	for i := range claim.Status.Conditions {
+		c := &claim.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = strs.String(c.Type), strs.String(c.Reason), strs.String(c.Message)
+		c.Status = metav1.ConditionStatus(strs.String(string(c.Status)))
+	}
+	return claim, nil
+}
+
+// internKeys returns m with its keys shared through strs (its values, often one per object, are
+// kept as they are); nil for an empty map.
+func internKeys(m map[string]string, strs *intern.Table) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strs.String(k)] = v
+	}
+	return out
 }
 
 // trimNode keeps of a Node what the lock engine reads to judge a holder pod by its node

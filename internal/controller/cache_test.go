@@ -17,15 +17,19 @@ limitations under the License.
 package controller
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/intern"
 )
 
 func TestTrimPod(t *testing.T) {
@@ -86,13 +90,100 @@ func TestTrimPod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got, err := trimPod(tc.in)
+			got, err := trimPod(tc.in, intern.New(100))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got).To(Equal(tc.out))
 		})
 	}
 	g := NewWithT(t)
 	g.Expect(full.Spec.Containers).To(HaveLen(1), "the informer's object is not modified in place")
+}
+
+func TestTrimClaim(t *testing.T) {
+	claimOf := func(pod string) *locksv1alpha1.LockClaim {
+		// Every string is built at run time, as a decoder would, so that no two claims share
+		// one by the compiler's doing.
+		s := func(v string) string { return strings.Clone(v) }
+		since := metav1.Unix(100, 0)
+		return &locksv1alpha1.LockClaim{
+			TypeMeta: metav1.TypeMeta{APIVersion: s("locks.lockwarden.io/v1alpha1"), Kind: s("LockClaim")},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: s(pod + "-db"), Namespace: s("apps"), UID: types.UID(s(pod + "-uid")),
+				Labels:          map[string]string{s(locksv1alpha1.PodClaimLabel): s(pod)},
+				Annotations:     map[string]string{s("kubectl.kubernetes.io/last-applied-configuration"): s(`{"spec": "` + pod + `"}`)},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: s("v1"), Kind: s("Pod"), Name: s(pod), UID: types.UID(s(pod))}},
+				ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: s("lockwarden")}},
+				Finalizers:      []string{s("example.com/keep")},
+			},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: s("db"), Mode: locksv1alpha1.LockMode(s("Exclusive")),
+				Holder: &locksv1alpha1.ClaimHolder{PodName: s(pod)}},
+			Status: locksv1alpha1.LockClaimStatus{
+				Phase: locksv1alpha1.ClaimPhase(s("Pending")), QueuePosition: 3,
+				Conditions: []metav1.Condition{{Type: s("Acquired"), Status: metav1.ConditionStatus(s("False")), Reason: s("Queued"),
+					Message: s("Waiting in the queue"), LastTransitionTime: since}},
+			},
+		}
+	}
+	g := NewWithT(t)
+	strs := intern.New(100)
+	first, second := claimOf("web-0"), claimOf("web-1")
+	want := first.DeepCopy()
+	want.ManagedFields = nil
+
+	got, err := trimClaim(first, strs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(Equal(want), "only the managedFields go; every value stays as it was")
+	_, err = trimClaim(second, strs)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for name, pair := range map[string][2]string{
+		"apiVersion":        {first.APIVersion, second.APIVersion},
+		"namespace":         {first.Namespace, second.Namespace},
+		"owner kind":        {first.OwnerReferences[0].Kind, second.OwnerReferences[0].Kind},
+		"finalizer":         {first.Finalizers[0], second.Finalizers[0]},
+		"lock name":         {first.Spec.LockName, second.Spec.LockName},
+		"mode":              {string(first.Spec.Mode), string(second.Spec.Mode)},
+		"phase":             {string(first.Status.Phase), string(second.Status.Phase)},
+		"condition reason":  {first.Status.Conditions[0].Reason, second.Status.Conditions[0].Reason},
+		"condition message": {first.Status.Conditions[0].Message, second.Status.Conditions[0].Message},
+	} {
+		g.Expect(same(pair[0], pair[1])).To(BeTrue(), "the two claims' %s is one copy", name)
+	}
+	for k := range second.Labels {
+		for k1 := range first.Labels {
+			g.Expect(same(k, k1)).To(BeTrue(), "the label key is one copy")
+		}
+	}
+	g.Expect(same(first.Spec.Holder.PodName, second.Spec.Holder.PodName)).To(BeFalse())
+
+	other := &corev1.ConfigMap{}
+	kept, err := trimClaim(other, strs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kept).To(BeIdenticalTo(other), "another type passes through")
+}
+
+func TestTrimPodSharesStrings(t *testing.T) {
+	g := NewWithT(t)
+	strs := intern.New(100)
+	podOf := func(name string) *corev1.Pod {
+		s := func(v string) string { return strings.Clone(v) }
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: s(name), Namespace: s("apps"),
+				Annotations: map[string]string{s(locksv1alpha1.PodLockAnnotation): s("db")}},
+			Spec: corev1.PodSpec{NodeName: s("node-1"), SchedulingGates: []corev1.PodSchedulingGate{{Name: s(locksv1alpha1.PodSchedulingGate)}}},
+		}
+	}
+	a, err := trimPod(podOf("web-0"), strs)
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := trimPod(podOf("web-1"), strs)
+	g.Expect(err).NotTo(HaveOccurred())
+	pa, pb := a.(*corev1.Pod), b.(*corev1.Pod)
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	g.Expect(same(pa.Namespace, pb.Namespace)).To(BeTrue(), "namespace")
+	g.Expect(same(pa.Spec.NodeName, pb.Spec.NodeName)).To(BeTrue(), "node")
+	g.Expect(same(pa.Spec.SchedulingGates[0].Name, pb.Spec.SchedulingGates[0].Name)).To(BeTrue(), "gate")
+	g.Expect(same(pa.Annotations[locksv1alpha1.PodLockAnnotation], pb.Annotations[locksv1alpha1.PodLockAnnotation])).To(BeTrue(), "lock name")
 }
 
 func TestTrimNode(t *testing.T) {

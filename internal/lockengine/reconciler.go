@@ -299,7 +299,8 @@ func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, i
 		}
 	}
 	claims := &locksv1alpha1.LockClaimList{}
-	if err := r.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}); err == nil {
+	// Only the lock names are read: the cache's own objects will do, uncopied.
+	if err := r.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range claims.Items {
 			add(claims.Items[i].Spec.LockName)
 		}
