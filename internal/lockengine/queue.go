@@ -272,7 +272,11 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 			continue
 		}
 		position++
-		if !q.tried { // a claim the pass tried the backend for says how that went
+		// A claim the pass tried the backend for says how that went. A pass that just took the
+		// lock's key grants nothing only for that: the next pass, about a tenth of a second
+		// later, grants and places the waiters behind; a place written now would be out of
+		// date by then, and would cost a write per waiter of a new lock.
+		if !q.tried && !s.keyTaken {
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
 			markWaiting(c, shownPosition(s.read[c.UID].Status.QueuePosition, w.position), w.ready, w.reason, w.message)

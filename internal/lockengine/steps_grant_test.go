@@ -36,14 +36,21 @@ func TestStepGrantFreeLock(t *testing.T) {
 	e.claim("a", "db")
 	e.claim("b", "db")
 	e.mustPass("db") // takes the key
+	// The pass that took the key wrote no waiter: the next grants and places them, and a place
+	// written now would be out of date by then.
+	for _, name := range []string{"a", "b"} {
+		if c := e.getClaim(name); c.Status.Phase != "" || c.Status.QueuePosition != 0 || len(c.Status.Conditions) > 0 {
+			t.Fatalf("claim %s after the pass that took the key: status %+v, want none yet", name, c.Status)
+		}
+	}
 	e.mustPass("db") // grants
 
 	a, b := e.getClaim("a"), e.getClaim("b")
 	if a.Status.Phase != locksv1alpha1.ClaimHeld || a.Status.FencingToken == 0 {
 		t.Fatalf("claim a: phase %q token %d, want Held with a token", a.Status.Phase, a.Status.FencingToken)
 	}
-	if b.Status.Phase != locksv1alpha1.ClaimPending {
-		t.Fatalf("claim b: phase %q, want Pending", b.Status.Phase)
+	if b.Status.Phase != locksv1alpha1.ClaimPending || b.Status.QueuePosition != 1 {
+		t.Fatalf("claim b: phase %q place %d, want Pending at 1", b.Status.Phase, b.Status.QueuePosition)
 	}
 	lock := e.getLock("db")
 	if len(lock.Status.Holders) != 1 || lock.Status.Holders[0].Claim != "a" {
