@@ -47,6 +47,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,7 +104,7 @@ type config struct {
 	kubeconfig, manager, workdir          string
 	clusterDir                            string
 	locks, podsPerLock                    int
-	lease                                 time.Duration
+	leases                                []time.Duration
 	rows                                  []row
 	detachedClaims, creators              int
 	phases                                map[string]bool
@@ -115,7 +116,7 @@ type config struct {
 	managerArgs                           []string
 	profileDir                            string
 	writeDoc                              bool
-	doc                                   string
+	doc, docBlock                         string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -127,7 +128,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.workdir, "workdir", "", "directory for the managers' logs (default: a new temporary directory)")
 	fs.IntVar(&c.locks, "locks", 1000, "DistributedLocks of the pod workloads and of the claims workload")
 	fs.IntVar(&c.podsPerLock, "pods-per-lock", 10, "pods per lock (one Deployment per lock)")
-	fs.DurationVar(&c.lease, "lease", 10*time.Second, "every lock's leaseDurationSeconds (whole seconds, 5s..1h)")
+	leases := fs.String("lease", "30s,10s", "every lock's leaseDurationSeconds (whole seconds, 5s..1h); comma-separated, every workload runs once at each (30s is the API's default, 10s a stress lease: three times the renewals and expiry checks)")
 	rows := fs.String("detached-rows", "200x10,1000x10", "sizes of the detached rows, LOCKSxCLAIMS, comma-separated")
 	fs.IntVar(&c.detachedClaims, "detached-claims", 100000, "detached claims of the claims workload, spread over -locks locks (0 skips it)")
 	fs.IntVar(&c.creators, "creators", 16, "parallel creates of detached claims")
@@ -144,6 +145,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.profileDir, "profile-dir", "", "when set, run the managers with --pprof-bind-address and write the leader's heap profile at rest and CPU profile under churn here")
 	fs.BoolVar(&c.writeDoc, "write-doc", false, "write the results into -doc between its scale markers")
 	fs.StringVar(&c.doc, "doc", "docs/scale.md", "the file -write-doc writes into")
+	fs.StringVar(&c.docBlock, "doc-block", "", "with -write-doc, the named block of -doc to write (its markers name it), for a run of some phases beside the full run's block; empty: the full run's block")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -170,13 +172,14 @@ func parseConfig(args []string) (config, error) {
 	default:
 		return c, fmt.Errorf("-failover-signal: %q is neither KILL nor TERM", *sig)
 	}
-	if c.lease < 5*time.Second || c.lease > time.Hour || c.lease%time.Second != 0 {
-		return c, fmt.Errorf("-lease %s: whole seconds from 5s to 1h (leaseDurationSeconds)", c.lease)
+	if c.leases, err = parseLeases(*leases); err != nil {
+		return c, err
 	}
 	if c.failoverDeletes == 0 {
 		c.failoverDeletes = max(1, c.locks/10)
 	}
-	c.leaderLease, c.leaderRenew, c.leaderRetry = leaderTimings(c.leaderLease, c.lease)
+	// The managers run once for every lease: their election is timed by the shortest.
+	c.leaderLease, c.leaderRenew, c.leaderRetry = leaderTimings(c.leaderLease, slices.Min(c.leases))
 	c.managerArgs = strings.Fields(*extra)
 	switch {
 	case c.manager == "":
@@ -187,6 +190,29 @@ func parseConfig(args []string) (config, error) {
 		return c, errors.New("-locks and -pods-per-lock must be positive")
 	}
 	return c, nil
+}
+
+// parseLeases reads -lease: one or more leaseDurationSeconds, each whole seconds from 5s to 1h.
+func parseLeases(s string) ([]time.Duration, error) {
+	var leases []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 5*time.Second || d > time.Hour || d%time.Second != 0 {
+			return nil, fmt.Errorf("-lease %s: whole seconds from 5s to 1h (leaseDurationSeconds)", f)
+		}
+		if slices.Contains(leases, d) {
+			return nil, fmt.Errorf("-lease %s: given twice", f)
+		}
+		leases = append(leases, d)
+	}
+	if len(leases) == 0 {
+		return nil, errors.New("-lease: at least one lease")
+	}
+	return leases, nil
 }
 
 func slicesContains(s []string, v string) bool {
@@ -280,7 +306,7 @@ func run(ctx context.Context, cfg config) int {
 	fmt.Println()
 	fmt.Print(block)
 	if cfg.writeDoc {
-		if err := writeBlock(cfg.doc, block); err != nil {
+		if err := writeBlock(cfg.doc, cfg.docBlock, block); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-scale:", err)
 			return 1
 		}
@@ -326,8 +352,16 @@ func (r *runner) settings() string {
 		"two manager replicas (separate processes, leader election %s / %s / %s, %s, no client-side limit%s), "+
 		"built-in backend; holders ended at the failover: %d (signal %s).",
 		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), r.nodes, r.podCapacity, strings.Join(phases, ","),
-		cfg.locks, cfg.podsPerLock, rowsString(cfg.rows), cfg.detachedClaims, cfg.lease, cfg.steady, cfg.churn,
+		cfg.locks, cfg.podsPerLock, rowsString(cfg.rows), cfg.detachedClaims, leasesString(cfg.leases), cfg.steady, cfg.churn,
 		cfg.leaderLease, cfg.leaderRenew, cfg.leaderRetry, workers, extra, cfg.failoverDeletes, signalName(cfg.failoverSignal))
+}
+
+func leasesString(leases []time.Duration) string {
+	s := make([]string, len(leases))
+	for i, l := range leases {
+		s[i] = dur(l)
+	}
+	return strings.Join(s, " and ")
 }
 
 func rowsString(rows []row) string {

@@ -39,6 +39,8 @@ type runner struct {
 	m                  *managers
 	nodes, podCapacity int
 	res                *results
+	// lease is the leaseDurationSeconds of the workload that runs (one of -lease).
+	lease time.Duration
 	// lastWorkload is set while the last workload runs.
 	lastWorkload bool
 }
@@ -62,22 +64,25 @@ func (r *runner) fail(w *workloadResult, err error) {
 func (r *runner) runPhases(ctx context.Context) {
 	cfg := r.cfg
 	var runs []func()
-	if cfg.phases["detached"] {
-		for _, row := range cfg.rows {
-			runs = append(runs, func() { r.detachedRow(ctx, row) })
+	for _, lease := range cfg.leases {
+		at := func(run func()) func() { return func() { r.lease = lease; run() } }
+		if cfg.phases["detached"] {
+			for _, row := range cfg.rows {
+				runs = append(runs, at(func() { r.detachedRow(ctx, row) }))
+			}
 		}
-	}
-	for _, gated := range []bool{false, true} {
-		name := map[bool]string{false: "ungated", true: "gated"}[gated]
-		if !cfg.phases[name] {
-			continue
+		for _, gated := range []bool{false, true} {
+			name := map[bool]string{false: "ungated", true: "gated"}[gated]
+			if !cfg.phases[name] {
+				continue
+			}
+			// Churn and failover run on the gated pods when those run, else on the ungated.
+			last := gated || !cfg.phases["gated"]
+			runs = append(runs, at(func() { r.podsWorkload(ctx, gated, last && cfg.phases["churn"], last && cfg.phases["failover"]) }))
 		}
-		// Churn and failover run on the gated pods when those run, else on the ungated.
-		last := gated || !cfg.phases["gated"]
-		runs = append(runs, func() { r.podsWorkload(ctx, gated, last && cfg.phases["churn"], last && cfg.phases["failover"]) })
-	}
-	if cfg.phases["claims"] && cfg.detachedClaims > 0 {
-		runs = append(runs, func() { r.claimsWorkload(ctx) })
+		if cfg.phases["claims"] && cfg.detachedClaims > 0 {
+			runs = append(runs, at(func() { r.claimsWorkload(ctx) }))
+		}
 	}
 	for i, run := range runs {
 		if ctx.Err() != nil {
@@ -87,6 +92,16 @@ func (r *runner) runPhases(ctx context.Context) {
 		r.lastWorkload = i == len(runs)-1
 		run()
 	}
+}
+
+// named adds the workload's lease to its name, short name and namespace when the run has more
+// than one lease.
+func (r *runner) named(name, short, ns string) (string, string, string) {
+	if len(r.cfg.leases) < 2 {
+		return name, short, ns
+	}
+	secs := int(r.lease.Seconds())
+	return fmt.Sprintf("%s, lease %d s", name, secs), fmt.Sprintf("%s, %d s", short, secs), fmt.Sprintf("%s-lease%d", ns, secs)
 }
 
 // workload is one namespace of locks with its tracker.
@@ -132,11 +147,12 @@ func (r *runner) end(ctx context.Context, wl *workload, w *workloadResult) {
 
 // detachedRow is one of the first rows: detached claims, then the steady state.
 func (r *runner) detachedRow(ctx context.Context, row row) {
-	w := &workloadResult{name: fmt.Sprintf("detached %d locks × %d claims", row.locks, row.perLock),
-		short: fmt.Sprintf("detached %d×%d", row.locks, row.perLock), madeWhat: "claims"}
+	name, short, ns := r.named(fmt.Sprintf("detached %d locks × %d claims", row.locks, row.perLock),
+		fmt.Sprintf("detached %d×%d", row.locks, row.perLock), fmt.Sprintf("scale-detached-%dx%d", row.locks, row.perLock))
+	w := &workloadResult{name: name, short: short, madeWhat: "claims"}
 	r.res.workloads = append(r.res.workloads, w)
 	logf("%s", w.name)
-	wl, err := r.begin(ctx, fmt.Sprintf("scale-detached-%dx%d", row.locks, row.perLock), newTracker(row.locks, row.locks*row.perLock, 0), row.locks, false)
+	wl, err := r.begin(ctx, ns, newTracker(row.locks, row.locks*row.perLock, 0), row.locks, false)
 	if err != nil {
 		r.fail(w, err)
 		return
@@ -148,11 +164,12 @@ func (r *runner) detachedRow(ctx context.Context, row row) {
 // claimsWorkload is -detached-claims claims on -locks locks, measured as the pods are.
 func (r *runner) claimsWorkload(ctx context.Context) {
 	perLock := max(1, r.cfg.detachedClaims/r.cfg.locks)
-	w := &workloadResult{name: fmt.Sprintf("detached, %d claims on %d locks", r.cfg.locks*perLock, r.cfg.locks),
-		short: fmt.Sprintf("%d claims", r.cfg.locks*perLock), madeWhat: "claims"}
+	name, short, ns := r.named(fmt.Sprintf("detached, %d claims on %d locks", r.cfg.locks*perLock, r.cfg.locks),
+		fmt.Sprintf("%d claims", r.cfg.locks*perLock), "scale-claims")
+	w := &workloadResult{name: name, short: short, madeWhat: "claims"}
 	r.res.workloads = append(r.res.workloads, w)
 	logf("%s", w.name)
-	wl, err := r.begin(ctx, "scale-claims", newTracker(r.cfg.locks, r.cfg.locks*perLock, 0), r.cfg.locks, false)
+	wl, err := r.begin(ctx, ns, newTracker(r.cfg.locks, r.cfg.locks*perLock, 0), r.cfg.locks, false)
 	if err != nil {
 		r.fail(w, err)
 		return
@@ -173,7 +190,7 @@ func (r *runner) detached(ctx context.Context, wl *workload, w *workloadResult, 
 		}
 		r.fail(w, fmt.Errorf("%s: %w", step, err))
 	}
-	if err := createLocks(ctx, r.c, wl.ns, wl.locks, r.cfg.lease); err != nil {
+	if err := createLocks(ctx, r.c, wl.ns, wl.locks, r.lease); err != nil {
 		stop("creating locks", err)
 		return
 	}
@@ -260,7 +277,12 @@ func (r *runner) podsWorkload(ctx context.Context, gated, churn, failover bool) 
 		name, short = "pods, scheduling gate", "pods, gated"
 	}
 	locks, per := r.cfg.locks, r.cfg.podsPerLock
-	w := &workloadResult{name: fmt.Sprintf("%s, %d locks × %d pods", name, locks, per), short: short, madeWhat: "pods"}
+	ns := "scale-ungated"
+	if gated {
+		ns = "scale-gated"
+	}
+	name, short, ns = r.named(fmt.Sprintf("%s, %d locks × %d pods", name, locks, per), short, ns)
+	w := &workloadResult{name: name, short: short, madeWhat: "pods"}
 	r.res.workloads = append(r.res.workloads, w)
 	if !gated && locks*per > r.podCapacity {
 		w.stopped = fmt.Sprintf("skipped: %d ungated pods need places on nodes, which take %d (%d nodes); add nodes (NODES=)", locks*per, r.podCapacity, r.nodes)
@@ -268,10 +290,6 @@ func (r *runner) podsWorkload(ctx context.Context, gated, churn, failover bool) 
 		return
 	}
 	logf("%s", w.name)
-	ns := "scale-ungated"
-	if gated {
-		ns = "scale-gated"
-	}
 	wl, err := r.begin(ctx, ns, newTracker(locks, locks*per, locks*per), locks, true)
 	if err != nil {
 		r.fail(w, err)
@@ -279,7 +297,7 @@ func (r *runner) podsWorkload(ctx context.Context, gated, churn, failover bool) 
 	}
 	defer r.end(ctx, wl, w)
 	stop := func(step string, err error) { r.fail(w, fmt.Errorf("%s: %w%s", step, err, r.why(ctx))) }
-	if err := createLocks(ctx, r.c, ns, locks, r.cfg.lease); err != nil {
+	if err := createLocks(ctx, r.c, ns, locks, r.lease); err != nil {
 		stop("creating locks", err)
 		return
 	}
@@ -341,7 +359,7 @@ func (r *runner) quiesce(ctx context.Context, wl *workload) error {
 // steadyWindow counts the leader's requests, samples its memory and the Held claims past their
 // expireTime, for -steady, with every lock held and nothing else happening.
 func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (steadyResult, error) {
-	s := steadyResult{lease: r.cfg.lease, locks: wl.locks}
+	s := steadyResult{lease: r.lease, locks: wl.locks}
 	leader, err := r.m.leader(ctx)
 	if err != nil {
 		return s, err
@@ -602,7 +620,7 @@ func (r *runner) failoverPhase(ctx context.Context, wl *workload) (*failoverResu
 	// still belongs to the failover: keep watching for one lease.
 	select {
 	case <-ctx.Done():
-	case <-time.After(r.cfg.lease):
+	case <-time.After(r.lease):
 	}
 	close(stopSampling)
 	f.expired = <-expired

@@ -343,28 +343,39 @@ func rate(v float64) string {
 	}
 }
 
-const (
-	blockBegin = "<!-- scale:begin: written by make bench-scale -write-doc, not by hand -->"
-	blockEnd   = "<!-- scale:end -->"
-)
+// markers are the lines between which -write-doc writes a run's results: the doc's main block
+// when name is empty, else the block of that name (-doc-block), so that a run of a few phases
+// does not replace the figures of a full run.
+func markers(name string) (begin, end string) {
+	if name == "" {
+		return "<!-- scale:begin: written by make bench-scale -write-doc, not by hand -->", "<!-- scale:end -->"
+	}
+	return "<!-- scale:begin " + name + ": written by make bench-scale -write-doc -doc-block " + name + ", not by hand -->",
+		"<!-- scale:end " + name + " -->"
+}
 
-// writeBlock replaces what lies between the markers in path with block.
-func writeBlock(path, block string) error {
+// writeBlock replaces what lies between the markers of the block name in path with block.
+func writeBlock(path, name, block string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	s, err := replaceBlock(string(data), block)
+	s, err := replaceBlock(string(data), name, block)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
-func replaceBlock(s, block string) (string, error) {
-	i, j := strings.Index(s, blockBegin), strings.Index(s, blockEnd)
-	if i < 0 || j < i {
-		return "", fmt.Errorf("no %q … %q block to write the results into", blockBegin, blockEnd)
+func replaceBlock(s, name, block string) (string, error) {
+	begin, end := markers(name)
+	i := strings.Index(s, begin)
+	if i < 0 {
+		return "", fmt.Errorf("no %q … %q block to write the results into", begin, end)
 	}
-	return s[:i+len(blockBegin)] + "\n" + block + s[j:], nil
+	j := strings.Index(s[i:], end)
+	if j < 0 {
+		return "", fmt.Errorf("no %q … %q block to write the results into", begin, end)
+	}
+	return s[:i+len(begin)] + "\n" + block + s[i+j:], nil
 }

@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,10 +120,22 @@ func TestParseConfig(t *testing.T) {
 	if len(cfg.rows) != 2 || cfg.rows[1] != (row{5, 2}) || cfg.failoverDeletes != 2 || !cfg.phases["churn"] || cfg.phases["detached"] {
 		t.Errorf("config = %+v", cfg)
 	}
+	// By default every workload runs at the API's default lease and at the stress lease; the
+	// managers' election is timed by the shorter.
+	if !slices.Equal(cfg.leases, []time.Duration{30 * time.Second, 10 * time.Second}) || cfg.leaderLease != 4*time.Second {
+		t.Errorf("leases %v, leader lease %s; want 30s and 10s, 4s", cfg.leases, cfg.leaderLease)
+	}
+	one, err := parseConfig([]string{"-manager=/m", "-kubeconfig=/k", "-lease=20s"})
+	if err != nil || !slices.Equal(one.leases, []time.Duration{20 * time.Second}) || one.leaderLease != 8*time.Second {
+		t.Errorf("-lease=20s: %v, leases %v, leader lease %s", err, one.leases, one.leaderLease)
+	}
 	for _, bad := range [][]string{
 		{"-manager=/m", "-kubeconfig=/k", "-detached-rows=200"},
 		{"-manager=/m", "-kubeconfig=/k", "-phases=gated,nope"},
 		{"-manager=/m", "-kubeconfig=/k", "-lease=2500ms"},
+		{"-manager=/m", "-kubeconfig=/k", "-lease=30s,2h"},
+		{"-manager=/m", "-kubeconfig=/k", "-lease=30s,30s"},
+		{"-manager=/m", "-kubeconfig=/k", "-lease=,"},
 		{"-manager=/m", "-kubeconfig=/k", "-failover-signal=HUP"},
 		{"-kubeconfig=/k"},
 	} {
@@ -157,19 +170,43 @@ func TestMarkdownAndDocBlock(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "scale.md")
-	doc := "# Scale\n\nintro\n\n" + blockBegin + "\nold table\n" + blockEnd + "\n\nanalysis\n"
+	blockBegin, blockEnd := markers("")
+	podsBegin, podsEnd := markers("pods")
+	doc := "# Scale\n\nintro\n\n" + blockBegin + "\nold table\n" + blockEnd + "\n\n" + podsBegin + "\nold pods\n" + podsEnd + "\n\nanalysis\n"
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeBlock(path, md); err != nil {
+	if err := writeBlock(path, "", md); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)
-	if s := string(got); strings.Contains(s, "old table") || !strings.Contains(s, md) || !strings.HasSuffix(s, blockEnd+"\n\nanalysis\n") ||
+	if s := string(got); strings.Contains(s, "old table") || !strings.Contains(s, md) || !strings.Contains(s, "old pods") ||
+		!strings.HasSuffix(s, blockEnd+"\n\n"+podsBegin+"\nold pods\n"+podsEnd+"\n\nanalysis\n") ||
 		!strings.HasPrefix(s, "# Scale\n\nintro\n\n"+blockBegin+"\n") {
-		t.Errorf("after writeBlock:\n%s", s)
+		t.Errorf("after writeBlock of the main block:\n%s", s)
 	}
-	if _, err := replaceBlock("no markers", md); err == nil {
+	if err := writeBlock(path, "pods", "new pods\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = os.ReadFile(path)
+	if s := string(got); strings.Contains(s, "old pods") || !strings.Contains(s, podsBegin+"\nnew pods\n"+podsEnd) || !strings.Contains(s, md) {
+		t.Errorf("after writeBlock of the pods block:\n%s", s)
+	}
+	if _, err := replaceBlock("no markers", "", md); err == nil {
 		t.Error("replaceBlock without markers succeeded")
+	}
+	if _, err := replaceBlock(doc, "other", md); err == nil {
+		t.Error("replaceBlock of a block the doc lacks succeeded")
+	}
+}
+
+func TestNamedByLease(t *testing.T) {
+	r := &runner{cfg: config{leases: []time.Duration{30 * time.Second}}, lease: 30 * time.Second}
+	if name, short, ns := r.named("pods, gated", "gated", "scale-gated"); name != "pods, gated" || short != "gated" || ns != "scale-gated" {
+		t.Errorf("one lease: %q %q %q, want the names unchanged", name, short, ns)
+	}
+	r = &runner{cfg: config{leases: []time.Duration{30 * time.Second, 10 * time.Second}}, lease: 10 * time.Second}
+	if name, short, ns := r.named("pods, gated", "gated", "scale-gated"); name != "pods, gated, lease 10 s" || short != "gated, 10 s" || ns != "scale-gated-lease10" {
+		t.Errorf("two leases: %q %q %q", name, short, ns)
 	}
 }
