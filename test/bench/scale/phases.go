@@ -334,8 +334,15 @@ func (r *runner) settle(ctx context.Context, wl *workload) error {
 	return r.quiesce(ctx, wl)
 }
 
-// quiesce waits until every lock is held and no grant has been seen for 3 s: handoffs started
-// before (the last ends of a churn) are over.
+// quiesceQuiet is how long no grant must be seen before a window counts as steady: longer than
+// the manager holds back a lock's waiting count (5 s, waitingCountDelay in the lock engine), so
+// that the counts of the last claims queued are written before the window, not counted in it as
+// steady-state lock writes (a window that began 3 s after the last grant counted 0.3 to 0.6 lock
+// writes per lock per lease, all of them those counts).
+const quiesceQuiet = 6 * time.Second
+
+// quiesce waits until every lock is held and no grant has been seen for quiesceQuiet: handoffs
+// started before (the last ends of a churn) are over, and what the manager held back is written.
 func (r *runner) quiesce(ctx context.Context, wl *workload) error {
 	deadline := time.Now().Add(r.cfg.bound)
 	for {
@@ -343,15 +350,15 @@ func (r *runner) quiesce(ctx context.Context, wl *workload) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(3 * time.Second):
+		case <-time.After(quiesceQuiet):
 		}
 		after := wl.t.snapshot()
 		if after.grants == before.grants && after.heldLocks == wl.locks {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not quiet within %s: %d of %d locks held, %d grants in the last 3 s",
-				r.cfg.bound, after.heldLocks, wl.locks, after.grants-before.grants)
+			return fmt.Errorf("not quiet within %s: %d of %d locks held, %d grants in the last %s",
+				r.cfg.bound, after.heldLocks, wl.locks, after.grants-before.grants, quiesceQuiet)
 		}
 	}
 }
