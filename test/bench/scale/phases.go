@@ -400,6 +400,10 @@ func (r *runner) steadyWindow(ctx context.Context, wl *workload, label string) (
 		s.note = "the leader changed during the steady window: its request counts cover only part of it"
 	}
 	s.held = len(wl.t.holders())
+	if after.apiRequests().restartedSince(before.apiRequests()) {
+		s.note = joinNote(s.note, "the leader's process restarted during the steady window: its request counts began again from zero, and none are given")
+		return s, nil
+	}
 	s.requests = after.apiRequests().minus(before.apiRequests())
 	s.conflicts = after.apiRequestsWithCode("409").minus(before.apiRequestsWithCode("409"))
 	s.claimStatusWrites = perHeldPerLease(statusWrites(s.requests, claimsResource), s.held, s.window, s.lease)
@@ -517,7 +521,12 @@ loop:
 	close(stopSampling)
 	c.expired, c.mem = <-expired, <-mem
 	c.expired.log(label + ": churn")
-	if err == nil {
+	restarted := err == nil && after.apiRequests().restartedSince(before.apiRequests())
+	if restarted {
+		// The counts began again from zero: a difference would be negative, or too small.
+		c.note = joinNote(c.note, "the leader's process restarted during churn: its request counts are not given")
+	}
+	if err == nil && !restarted {
 		c.requests = after.apiRequests().minus(before.apiRequests())
 		c.conflicts = after.apiRequestsWithCode("409").minus(before.apiRequestsWithCode("409"))
 	}

@@ -133,6 +133,17 @@ func (m metricSet) apiRequestsWithCode(code string) apiCounts {
 }
 
 // minus is the requests made between an earlier count and this one.
+// restartedSince says whether any count is below its earlier value: the process was restarted in
+// between and its counters began again from zero, so that c.minus(earlier) means nothing.
+func (c apiCounts) restartedSince(earlier apiCounts) bool {
+	for k, v := range earlier {
+		if c[k] < v {
+			return true
+		}
+	}
+	return false
+}
+
 func (c apiCounts) minus(earlier apiCounts) apiCounts {
 	out := apiCounts{}
 	for k, v := range c {

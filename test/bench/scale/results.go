@@ -184,11 +184,13 @@ func (w *workloadResult) rows() []tableRow {
 	}
 	if s := w.steady; s != nil {
 		add("manager heap in use, RSS at rest (leader)", s.mem.cell(), "heap ≤ 64 MiB", yesNo(s.mem.samples > 0 && s.mem.max.heap <= goalHeapBytes))
-		add("API requests/s from the leader, steady state", fmt.Sprintf("%.1f/s, of which writes %.2f/s, conflicts (409) %.2f/s (table below; %d claims held, over %s)",
-			s.requests.total()/s.window.Seconds(), writes(s.requests)/s.window.Seconds(), s.conflicts.total()/s.window.Seconds(), s.held, dur(s.window)), "–", "–")
-		add("claim status writes per held claim per lease", fmt.Sprintf("%.2f (all claim writes %.2f; lease %s)", s.claimStatusWrites, s.claimWrites, dur(s.lease)),
-			"≤ 1", yesNo(s.claimStatusWrites <= 1))
-		add("DistributedLock writes per lock per lease", fmt.Sprintf("%.2f", s.lockWrites), "0", yesNo(s.lockWrites == 0))
+		if s.requests != nil {
+			add("API requests/s from the leader, steady state", fmt.Sprintf("%.1f/s, of which writes %.2f/s, conflicts (409) %.2f/s (table below; %d claims held, over %s)",
+				s.requests.total()/s.window.Seconds(), writes(s.requests)/s.window.Seconds(), s.conflicts.total()/s.window.Seconds(), s.held, dur(s.window)), "–", "–")
+			add("claim status writes per held claim per lease", fmt.Sprintf("%.2f (all claim writes %.2f; lease %s)", s.claimStatusWrites, s.claimWrites, dur(s.lease)),
+				"≤ 1", yesNo(s.claimStatusWrites <= 1))
+			add("DistributedLock writes per lock per lease", fmt.Sprintf("%.2f", s.lockWrites), "0", yesNo(s.lockWrites == 0))
+		}
 		add("CPU in steady state (cores busy, average over the window)", s.cpu.Cell(), "–", "–")
 		add("Held claims with status.expireTime in the past, steady", s.expired.cell(), "0", yesNo(s.expired.samples > 0 && s.expired.max == 0))
 		if s.note != "" {

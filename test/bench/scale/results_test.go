@@ -210,3 +210,19 @@ func TestNamedByLease(t *testing.T) {
 		t.Errorf("two leases: %q %q %q", name, short, ns)
 	}
 }
+
+func TestRestartedSince(t *testing.T) {
+	status := apiKey{"patch", claimsResource, "status"}
+	lease := apiKey{"update", "leases.coordination.k8s.io", ""}
+	before := apiCounts{status: 100, lease: 7}
+	if (apiCounts{status: 150, lease: 9}).restartedSince(before) {
+		t.Error("counts that only grew: not a restart")
+	}
+	// A restarted leader counts from zero: the churn table once gave -172 requests/s.
+	if !(apiCounts{status: 40, lease: 9}).restartedSince(before) {
+		t.Error("a count below its earlier value: a restart")
+	}
+	if !(apiCounts{status: 150}).restartedSince(before) {
+		t.Error("a count gone: a restart")
+	}
+}
