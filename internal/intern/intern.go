@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package intern keeps one copy of the strings that many cached objects repeat: namespaces, lock
 // names, node names, condition types, reasons and messages. The manager caches every pod and
 // every claim of the cluster; at 10,000 pod claims, each decoded with its own copy of the same
