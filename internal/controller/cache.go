@@ -17,6 +17,8 @@ limitations under the License.
 package controller
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -26,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,11 +38,10 @@ import (
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
-// CacheOptions are the manager's cache options: what the informers keep of each object. Two
-// controllers watch every Pod of the cluster, so a cached Pod keeps only what they read; no
+// CacheOptions are the manager's cache options: what the informers keep of each object. No
 // cached object keeps its managedFields, which nothing here reads and which are often the
-// larger part of an object. Cached Pods and LockClaims share the strings they repeat
-// (trimPod, trimClaim). Of Leases it keeps only heartbeat Leases (the label
+// larger part of an object. Cached LockClaims share the strings they repeat (trimClaim). Pods
+// are not in this cache at all (NewCache refuses them) but in the pod cache (podcache). Of Leases it keeps only heartbeat Leases (the label
 // locks.lockwarden.io/heartbeat: "true"): a cluster's nodes renew one Lease each every 10 s, and
 // the controller's own Leases (key ledger, built-in backend, leader election) are read from the
 // API server, never from the cache. Every Node is cached (holders' nodes, holderNodeLossSeconds),
@@ -48,9 +51,8 @@ import (
 // template or a PipelineRun's inline pipeline can be large. kinds must be the ones the
 // controllers are set up with (Options.Workloads).
 func CacheOptions(kinds *workloads.Registry) cache.Options {
-	strs := intern.New(maxInterned)
+	strs := intern.New(maxInternedClaimStrings)
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}:              {Transform: func(obj any) (any, error) { return trimPod(obj, strs) }},
 		&locksv1alpha1.LockClaim{}: {Transform: func(obj any) (any, error) { return trimClaim(obj, strs) }},
 		&corev1.Node{}:             {Transform: trimNode},
 		&coordinationv1.Lease{}:    {Label: labels.SelectorFromSet(labels.Set{locksv1alpha1.HeartbeatLabel: "true"})},
@@ -63,71 +65,71 @@ func CacheOptions(kinds *workloads.Registry) cache.Options {
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}
 }
 
-// maxInterned bounds the strings the pod and claim transforms share between cached objects
-// (internal/intern): namespaces, lock and node names, condition reasons and messages. A cluster
-// has far fewer distinct ones; a table this size takes at most about a megabyte.
-const maxInterned = 16384
+// maxInternedClaimStrings bounds the strings the claim transform shares between cached claims
+// (internal/intern): namespaces, lock names, condition reasons and messages. A cluster has far
+// fewer distinct ones; a table this size takes at most about a megabyte.
+const maxInternedClaimStrings = 16384
 
-// lockAnnotationPrefix is the prefix of every annotation lockwarden reads or writes on a Pod.
+// lockAnnotationPrefix is the prefix of every annotation lockwarden reads or writes on an object.
 const lockAnnotationPrefix = "locks.lockwarden.io/"
 
-// trimPod keeps of a Pod what the controllers read (DESIGN.md §3 liveness, the pod lock
-// controller): its identity and resourceVersion, its pod-deletion-cost (a Standby holder gets the
-// highest unless it has one), its deletion and whether it is a foreground one
-// (the foregroundDeletion finalizer: Kubernetes then deletes the pod's claims while the pod still
-// terminates, and its hold must last until the pod is gone), its lockwarden annotations, its
-// role label (the pod lock controller moves it with the hold, for Standby pods), its scheduling
-// gates, its node (a holder whose node is lost may be treated as dead: holderNodeLossSeconds) and
-// its phase. A trimmed Pod must only ever be patched with a patch that names
-// what it changes (holderPatch), never updated: an update would write the trimmed object back.
-// The strings many pods repeat (namespace, node, lockwarden annotation keys and lock names, the
-// scheduling gate) are shared through strs: each decoded pod comes with copies of its own.
-func trimPod(obj any, strs *intern.Table) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		// A tombstone (DeletedFinalStateUnknown) or another type: leave it as it is.
-		return obj, nil
+// NewCache makes the manager's cache, as cache.New does, except that it refuses Pods: they are
+// kept by the pod cache (podcache), in a fraction of the memory. A Get, List or informer of
+// Pods here would quietly start a second informer of every Pod in the cluster, the largest thing
+// the manager could keep; it is an error instead, which every test of a reconciler would show.
+func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		return nil, err
 	}
-	var annotations map[string]string
-	for k, v := range pod.Annotations {
-		if strings.HasPrefix(k, lockAnnotationPrefix) || k == podDeletionCostAnnotation {
-			if annotations == nil {
-				annotations = map[string]string{}
-			}
-			annotations[strs.String(k)] = strs.String(v)
-		}
+	return noPods{c}, nil
+}
+
+// errPodsNotCached is what the manager's cache answers for Pods.
+var errPodsNotCached = errors.New("the manager's cache keeps no Pods: read them from the pod cache (internal/podcache)")
+
+// noPods is the manager's cache without Pods.
+type noPods struct{ cache.Cache }
+
+// isPod says whether obj is a Pod or a list of them, typed or not.
+func isPod(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *corev1.Pod, *corev1.PodList:
+		return true
 	}
-	var podLabels map[string]string
-	if role, ok := pod.Labels[locksv1alpha1.PodRoleLabel]; ok {
-		podLabels = map[string]string{locksv1alpha1.PodRoleLabel: strs.String(role)}
+	return isPodKind(obj.GetObjectKind().GroupVersionKind())
+}
+
+func isPodKind(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == "" && (gvk.Kind == "Pod" || gvk.Kind == "PodList")
+}
+
+func (c noPods) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if isPod(obj) {
+		return errPodsNotCached
 	}
-	var finalizers []string
-	if slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
-		finalizers = []string{metav1.FinalizerDeleteDependents}
+	return c.Cache.Get(ctx, key, obj, opts...)
+}
+
+func (c noPods) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if isPod(list) {
+		return errPodsNotCached
 	}
-	var gates []corev1.PodSchedulingGate
-	if len(pod.Spec.SchedulingGates) > 0 {
-		gates = make([]corev1.PodSchedulingGate, len(pod.Spec.SchedulingGates))
-		for i, g := range pod.Spec.SchedulingGates {
-			gates[i] = corev1.PodSchedulingGate{Name: strs.String(g.Name)}
-		}
+	return c.Cache.List(ctx, list, opts...)
+}
+
+func (c noPods) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	if isPod(obj) {
+		return nil, errPodsNotCached
 	}
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: strs.String(pod.APIVersion), Kind: strs.String(pod.Kind)},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         strs.String(pod.Namespace),
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			CreationTimestamp: pod.CreationTimestamp,
-			DeletionTimestamp: pod.DeletionTimestamp,
-			Finalizers:        finalizers,
-			Labels:            podLabels,
-			Annotations:       annotations,
-		},
-		Spec:   corev1.PodSpec{SchedulingGates: gates, NodeName: strs.String(pod.Spec.NodeName)},
-		Status: corev1.PodStatus{Phase: corev1.PodPhase(strs.String(string(pod.Status.Phase)))},
-	}, nil
+	return c.Cache.GetInformer(ctx, obj, opts...)
+}
+
+func (c noPods) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	if isPodKind(gvk) {
+		return nil, errPodsNotCached
+	}
+	return c.Cache.GetInformerForKind(ctx, gvk, opts...)
 }
 
 // trimClaim drops a LockClaim's managedFields, as every cached object's, and shares the strings

@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unsafe"
@@ -25,78 +26,43 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/intern"
 )
 
-func TestTrimPod(t *testing.T) {
-	deleted := metav1.Now()
-	full := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
-			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
-			Labels: map[string]string{"app": "web", locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
-			Annotations: map[string]string{
-				locksv1alpha1.PodLockAnnotation:                    "db-migration",
-				locksv1alpha1.PodLockModeAnnotation:                "Exclusive",
-				locksv1alpha1.PodFencingTokenAnnotation:            "7",
-				"controller.kubernetes.io/pod-deletion-cost":       "2147483647",
-				"kubectl.kubernetes.io/last-applied-configuration": `{"a very": "long document"}`,
-			},
-			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web"}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
-			Finalizers:      []string{"example.com/cleanup", metav1.FinalizerDeleteDependents},
-		},
-		Spec: corev1.PodSpec{
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: "other.example/gate"}, {Name: locksv1alpha1.PodSchedulingGate}},
-			Containers:      []corev1.Container{{Name: "web", Image: "web:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
-			NodeName:        "node-1",
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-	}
-	want := &corev1.Pod{
-		TypeMeta: full.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web-0", Namespace: "apps", UID: "u1", ResourceVersion: "42",
-			CreationTimestamp: metav1.Unix(100, 0), DeletionTimestamp: &deleted,
-			Finalizers: []string{metav1.FinalizerDeleteDependents},
-			Labels:     map[string]string{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder},
-			Annotations: map[string]string{
-				locksv1alpha1.PodLockAnnotation:              "db-migration",
-				locksv1alpha1.PodLockModeAnnotation:          "Exclusive",
-				locksv1alpha1.PodFencingTokenAnnotation:      "7",
-				"controller.kubernetes.io/pod-deletion-cost": "2147483647",
-			},
-		},
-		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates, NodeName: "node-1"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	tombstone := toolscache.DeletedFinalStateUnknown{Key: "apps/web-0", Obj: full}
-	noAnnotations := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Annotations: map[string]string{"a": "b"}}}
-
-	for _, tc := range []struct {
-		name    string
-		in, out any
-	}{
-		{"a pod keeps only what the controllers read (of its labels, only the role; of its finalizers, only foregroundDeletion)", full, want},
-		{"a pod without lockwarden annotations keeps none", noAnnotations, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}},
-		{"a tombstone passes through", tombstone, tombstone},
-		{"another type passes through", &corev1.ConfigMap{}, &corev1.ConfigMap{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got, err := trimPod(tc.in, intern.New(100))
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(tc.out))
-		})
-	}
+func TestManagerCacheRefusesPods(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(full.Spec.Containers).To(HaveLen(1), "the informer's object is not modified in place")
+	scheme := runtime.NewScheme()
+	g.Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	// Nothing here reaches the address: every call is refused before the cache would start an
+	// informer.
+	c, err := NewCache(&rest.Config{Host: "http://127.0.0.1:1"}, cache.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	podGVK := corev1.SchemeGroupVersion.WithKind("Pod")
+	partial := &metav1.PartialObjectMetadata{}
+	partial.SetGroupVersionKind(podGVK)
+	untyped := &unstructured.UnstructuredList{}
+	untyped.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web-0"}, &corev1.Pod{})).To(MatchError(errPodsNotCached))
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web-0"}, partial)).To(MatchError(errPodsNotCached), "metadata only")
+	g.Expect(c.List(ctx, &corev1.PodList{})).To(MatchError(errPodsNotCached))
+	g.Expect(c.List(ctx, untyped)).To(MatchError(errPodsNotCached), "unstructured")
+	_, err = c.GetInformer(ctx, &corev1.Pod{})
+	g.Expect(err).To(MatchError(errPodsNotCached))
+	_, err = c.GetInformerForKind(ctx, podGVK)
+	g.Expect(err).To(MatchError(errPodsNotCached))
+	g.Expect(isPod(&corev1.ConfigMap{})).To(BeFalse())
+	g.Expect(isPod(&locksv1alpha1.LockClaim{})).To(BeFalse())
 }
 
 func TestTrimClaim(t *testing.T) {
@@ -161,29 +127,6 @@ func TestTrimClaim(t *testing.T) {
 	kept, err := trimClaim(other, strs)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kept).To(BeIdenticalTo(other), "another type passes through")
-}
-
-func TestTrimPodSharesStrings(t *testing.T) {
-	g := NewWithT(t)
-	strs := intern.New(100)
-	podOf := func(name string) *corev1.Pod {
-		s := func(v string) string { return strings.Clone(v) }
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: s(name), Namespace: s("apps"),
-				Annotations: map[string]string{s(locksv1alpha1.PodLockAnnotation): s("db")}},
-			Spec: corev1.PodSpec{NodeName: s("node-1"), SchedulingGates: []corev1.PodSchedulingGate{{Name: s(locksv1alpha1.PodSchedulingGate)}}},
-		}
-	}
-	a, err := trimPod(podOf("web-0"), strs)
-	g.Expect(err).NotTo(HaveOccurred())
-	b, err := trimPod(podOf("web-1"), strs)
-	g.Expect(err).NotTo(HaveOccurred())
-	pa, pb := a.(*corev1.Pod), b.(*corev1.Pod)
-	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
-	g.Expect(same(pa.Namespace, pb.Namespace)).To(BeTrue(), "namespace")
-	g.Expect(same(pa.Spec.NodeName, pb.Spec.NodeName)).To(BeTrue(), "node")
-	g.Expect(same(pa.Spec.SchedulingGates[0].Name, pb.Spec.SchedulingGates[0].Name)).To(BeTrue(), "gate")
-	g.Expect(same(pa.Annotations[locksv1alpha1.PodLockAnnotation], pb.Annotations[locksv1alpha1.PodLockAnnotation])).To(BeTrue(), "lock name")
 }
 
 func TestTrimNode(t *testing.T) {

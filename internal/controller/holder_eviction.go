@@ -50,6 +50,8 @@ import (
 // PodDisruptionBudget for as long as the budget says, which no lock pass may.
 type HolderEvictionReconciler struct {
 	client.Client
+	// Pods reads the holders' pods (the compact pod cache; the manager's cache has none).
+	Pods PodReader
 	// Recorder emits the events of evictions.
 	Recorder events.EventRecorder
 	// Metrics counts evictions by result.
@@ -141,7 +143,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		lock = nil
 	}
 	pod := &corev1.Pod{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Holder.PodName}, pod); err != nil {
+	if err := r.Pods.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Holder.PodName}, pod); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}

@@ -35,10 +35,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
@@ -65,6 +67,10 @@ type PodLockReconciler struct {
 	// deposed leader's stale cache must not let a pod start.
 	Guard *leaderguard.Guard
 
+	// Pods reads and watches the cluster's pods (the compact pod cache; the manager's cache has
+	// none).
+	Pods PodReader
+
 	// APIReader reads from the API server, not the cache: a claim missing from the cache is
 	// confirmed gone there before its pod is told it lost it (nil: the client).
 	APIReader client.Reader
@@ -82,7 +88,7 @@ type PodLockReconciler struct {
 // the pod; the role label follows the claim (podlock_role.go).
 func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
-	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
+	if err := r.Pods.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	lockName, asks, err := r.asksForLock(ctx, pod)
@@ -426,6 +432,17 @@ func podLabelValue(pod string) string {
 	return hex.EncodeToString(sum[:])[:validation.LabelValueMaxLength]
 }
 
+// PodReader reads and watches the cluster's pods: the pod cache (podcache.Cache), whose reads
+// give what it keeps of a pod; unit tests stand in for it over a fake client.
+type PodReader interface {
+	// Get writes the pod named key into pod, or returns a NotFound error.
+	Get(ctx context.Context, key types.NamespacedName, pod *corev1.Pod) error
+	// ListWithRole returns the pods of namespace whose role label is role.
+	ListWithRole(namespace, role string) ([]corev1.Pod, error)
+	// Informer is the pod informer as a controller-runtime source takes it.
+	Informer() cache.Informer
+}
+
 // podAsksForLock selects pods with the lock annotation or the lockwarden scheduling gate.
 func podAsksForLock(o client.Object) bool {
 	pod, ok := o.(*corev1.Pod)
@@ -454,10 +471,15 @@ func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		observe = func(d time.Duration) { r.Metrics.StandbyFailoverSeconds.Observe(d.Seconds()) }
 	}
 	r.failovers = newFailoverClock(time.Now, observe)
+	// The pods come from the pod cache's informer, not For(&corev1.Pod{}): that would start a
+	// full Pod informer in the manager's cache (which refuses it). A claim wakes the pod that
+	// owns it, as Owns would.
+	pods := r.Pods.Informer()
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(podAsksForLock))).
-		Watches(&corev1.Pod{}, r.failovers.deletedHolders()).
-		Owns(&locksv1alpha1.LockClaim{}).
+		WatchesRawSource(&source.Informer{Informer: pods, Handler: &handler.EnqueueRequestForObject{},
+			Predicates: []predicate.Predicate{predicate.NewPredicateFuncs(podAsksForLock)}}).
+		WatchesRawSource(&source.Informer{Informer: pods, Handler: r.failovers.deletedHolders()}).
+		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("podlock").
 		Complete(r)

@@ -118,12 +118,11 @@ func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.P
 	if !recorded[claim.Name] {
 		return true, nil
 	}
-	labelled := &corev1.PodList{}
-	if err := r.List(ctx, labelled, client.InNamespace(pod.Namespace),
-		client.MatchingLabels{locksv1alpha1.PodRoleLabel: locksv1alpha1.PodRoleHolder}); err != nil {
+	labelled, err := r.Pods.ListWithRole(pod.Namespace, locksv1alpha1.PodRoleHolder)
+	if err != nil {
 		return false, err
 	}
-	for _, p := range staleHolders(labelled.Items, pod.UID, claim.Spec.LockName, recorded) {
+	for _, p := range staleHolders(labelled, pod.UID, claim.Spec.LockName, recorded) {
 		if err := r.markStandby(ctx, p, claim.Spec.LockName); err != nil {
 			return false, err
 		}

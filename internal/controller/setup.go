@@ -31,6 +31,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
+	"github.com/lockwarden/lockwarden/internal/podcache"
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
@@ -88,12 +89,20 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := checkWorkloadKinds(mgr.GetRESTMapper(), o.Workloads); err != nil {
 		return err
 	}
-	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
-		Workloads: o.Workloads, Tracer: o.Tracer}); err != nil {
+	// The pods are kept apart from the manager's cache, in a few hundred bytes each (podcache).
+	pods, err := podcache.New(mgr.GetConfig())
+	if err != nil {
 		return err
 	}
-	if err := (&PodLockReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
+	if err := mgr.Add(pods); err != nil {
+		return fmt.Errorf("adding the pod cache: %w", err)
+	}
+	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
+		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods}); err != nil {
+		return err
+	}
+	if err := (&PodLockReconciler{Client: mgr.GetClient(), Pods: pods, APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
 		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
@@ -106,7 +115,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}
 	}
-	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
+	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Pods: pods, Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the holder eviction controller: %w", err)
 	}
 	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,

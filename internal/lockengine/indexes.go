@@ -19,7 +19,6 @@ package lockengine
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -45,9 +44,7 @@ const (
 	indexLockRecord = "status.holders"
 	// indexLockBackend indexes DistributedLocks by the name of their backend.
 	indexLockBackend = "spec.backendRef.name"
-	// indexPodNode indexes Pods by spec.nodeName: a Node whose Ready condition changes wakes the
-	// locks of the claims of the pods on it (locksOfNode).
-	indexPodNode = "spec.nodeName"
+	// Pods are indexed by node in the pod cache (podcache.Cache.ListOnNode).
 )
 
 // fieldIndex is one field index: the objects it indexes, its field name, how to read it, and
@@ -103,12 +100,6 @@ var fieldIndexes = []fieldIndex{
 	}, namespaced},
 	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
-	}, clusterWide},
-	{&corev1.Pod{}, indexPodNode, func(o client.Object) []string {
-		if node := o.(*corev1.Pod).Spec.NodeName; node != "" {
-			return []string{node}
-		}
-		return nil
 	}, clusterWide},
 }
 

@@ -20,7 +20,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -36,7 +35,6 @@ func TestIndexKeys(t *testing.T) {
 	}
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-0-db"},
 		Spec: locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-0"}, Spec: corev1.PodSpec{NodeName: "node-1"}}
 	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db"},
 		Spec: locksv1alpha1.DistributedLockSpec{BackendRef: locksv1alpha1.BackendReference{Name: "redis"}}}
 
@@ -48,8 +46,6 @@ func TestIndexKeys(t *testing.T) {
 		{indexClaimLock, claim, []string{"apps/db"}},
 		{indexClaimPod, claim, []string{"apps/web-0"}},
 		{indexClaimLease, claim, nil},
-		{indexPodNode, pod, []string{"__all_namespaces/node-1"}},
-		{indexPodNode, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "pending"}}, nil},
 		{indexLockBackend, lock, []string{"__all_namespaces/redis"}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {

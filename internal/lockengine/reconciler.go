@@ -60,6 +60,8 @@ import (
 // delete and then one pass of two sequential API writes.
 type Reconciler struct {
 	client.Client
+	// Pods reads the cluster's pods: the compact pod cache, never the manager's (podcache).
+	Pods Pods
 	// Backends finds each lock's backend session.
 	Backends *registry.Resolver
 	// Renewer renews held locks and reports lost ones.
@@ -215,7 +217,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(r.lockOfClaim),
 			builder.WithPredicates(claimChangedForLock(r.written))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.locksOfPod)).
+		WatchesRawSource(&source.Informer{Informer: r.Pods.Informer(), Handler: handler.EnqueueRequestsFromMapFunc(r.locksOfPod)}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.locksOfNode), builder.WithPredicates(nodeReadyChanged())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
@@ -265,14 +267,14 @@ func (r *Reconciler) locksOfPod(ctx context.Context, o client.Object) []ctrl.Req
 // locksOfNode maps a Node to the locks that judge holders by their node (holderNodeLossSeconds)
 // and have claims for the pods bound to it, each lock once. Other locks' holders do not care.
 func (r *Reconciler) locksOfNode(ctx context.Context, o client.Object) []ctrl.Request {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.MatchingFields{indexPodNode: o.GetName()}); err != nil {
+	pods, err := r.Pods.ListOnNode(o.GetName())
+	if err != nil {
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var reqs []ctrl.Request
-	for i := range pods.Items {
-		for _, req := range r.locksOfPod(ctx, &pods.Items[i]) {
+	for i := range pods {
+		for _, req := range r.locksOfPod(ctx, &pods[i]) {
 			if seen[req.NamespacedName] {
 				continue
 			}

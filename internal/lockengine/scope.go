@@ -495,7 +495,7 @@ func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) err
 		return nil
 	}
 	pod := &corev1.Pod{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: s.name.Namespace, Name: name}, pod); {
+	switch err := r.Pods.Get(ctx, client.ObjectKey{Namespace: s.name.Namespace, Name: name}, pod); {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:

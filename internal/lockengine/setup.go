@@ -20,8 +20,11 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
@@ -31,6 +34,18 @@ import (
 	"github.com/lockwarden/lockwarden/internal/renewal"
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
+
+// Pods is where the engine reads the cluster's pods: the compact pod cache (internal/podcache),
+// never the manager's cache, which refuses Pods. A pod read is the cache's expansion of what it
+// keeps: identity, deletion, lockwarden annotations, role label, scheduling gates, node, phase.
+type Pods interface {
+	// Get writes the pod named key into pod, or returns a NotFound error.
+	Get(ctx context.Context, key client.ObjectKey, pod *corev1.Pod) error
+	// ListOnNode returns the pods bound to node.
+	ListOnNode(node string) ([]corev1.Pod, error)
+	// Informer is the pod informer as a controller-runtime source takes it.
+	Informer() cache.Informer
+}
 
 // Options are what the engine needs besides the manager.
 type Options struct {
@@ -53,11 +68,16 @@ type Options struct {
 	Workloads *workloads.Registry
 	// Tracer, when set, sees the moments of each handoff (the benchmark's; nil in the manager).
 	Tracer Tracer
+	// Pods reads and watches the cluster's pods (internal/podcache); required.
+	Pods Pods
 }
 
 // Setup registers the field indexes, the Renewer, the session bridge and the lock reconciler
 // with mgr.
 func Setup(mgr manager.Manager, o Options) error {
+	if o.Pods == nil {
+		return fmt.Errorf("lockengine.Options.Pods is required: the pods are read from the pod cache, not the manager's")
+	}
 	if err := SetupIndexes(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering field indexes: %w", err)
 	}
@@ -69,6 +89,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	locks := &Reconciler{
 		Guard:                   o.Guard,
 		Client:                  mgr.GetClient(),
+		Pods:                    o.Pods,
 		Backends:                resolver,
 		Recorder:                o.Recorder,
 		Metrics:                 o.Metrics,

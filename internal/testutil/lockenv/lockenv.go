@@ -224,7 +224,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(kinds), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	opts := ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(kinds), NewCache: controller.NewCache, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	if o.Restartable {
 		opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 	}
