@@ -159,6 +159,21 @@ func TestDiagnosticsOffByDefault(t *testing.T) {
 	g.Expect(o.apiRequestCounts).To(BeTrue())
 }
 
+// The collector's target is 50 by default and refused below 10 (or negative: Go's "off").
+func TestGCPercent(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.gcPercent).To(Equal(50))
+	o, err = parseFlags([]string{"--gc-percent=100"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.gcPercent).To(Equal(100))
+	for _, bad := range []string{"--gc-percent=5", "--gc-percent=-1"} {
+		_, err = parseFlags([]string{bad})
+		g.Expect(err).To(MatchError(ContainSubstring("--gc-percent must be at least 10")), bad)
+	}
+}
+
 // The Go memory limit follows the container's by default and is refused outside 0..1.
 func TestMemoryLimitRatio(t *testing.T) {
 	g := NewWithT(t)
