@@ -30,6 +30,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockwarden/lockwarden/internal/testutil/proc"
@@ -370,4 +372,21 @@ func (m *managers) profile(ctx context.Context, r *replica, what string, seconds
 		return err
 	}
 	return f.Close()
+}
+
+// apiServerProfile fetches the API server's CPU profile over seconds into path, through its
+// /debug/pprof (on by default: --profiling), as `kubectl get --raw` would.
+func apiServerProfile(ctx context.Context, cfg *rest.Config, seconds int, path string) error {
+	clients, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds+60)*time.Second)
+	defer cancel()
+	body, err := clients.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("the API server's CPU profile: %w", err)
+	}
+	return os.WriteFile(path, body, 0o644)
 }

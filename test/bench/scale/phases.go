@@ -465,13 +465,23 @@ func (r *runner) churnWindow(ctx context.Context, wl *workload, label string) (c
 	mem := sampleMemory(ctx, r.m, 2*time.Second, stopSampling)
 	var profiled chan error
 	if r.cfg.profileDir != "" {
-		profiled = make(chan error, 1)
+		// The leader's and the API server's CPU profiles over the same seconds: what each spends
+		// a handoff on, the API server's being what bounds the rate on this machine.
+		profiled = make(chan error, 2)
 		secs := max(1, min(30, int(r.cfg.churn.Seconds())-2))
 		path := filepath.Join(r.cfg.profileDir, profileName(label, "cpu-churn"))
+		apiPath := filepath.Join(r.cfg.profileDir, profileName(label, "apiserver-cpu-churn"))
 		go func() {
 			err := r.m.profile(ctx, leader, "profile", secs, path)
 			if err == nil {
 				logf("CPU profile of the leader under churn (%d s) written to %s", secs, path)
+			}
+			profiled <- err
+		}()
+		go func() {
+			err := apiServerProfile(ctx, r.rc, secs, apiPath)
+			if err == nil {
+				logf("CPU profile of the API server under churn (%d s) written to %s", secs, apiPath)
 			}
 			profiled <- err
 		}()
@@ -539,8 +549,10 @@ loop:
 		c.note = joinNote(c.note, "the leader changed during churn")
 	}
 	if profiled != nil {
-		if err := <-profiled; err != nil {
-			logf("CPU profile: %v", err)
+		for range cap(profiled) {
+			if err := <-profiled; err != nil {
+				logf("CPU profile: %v", err)
+			}
 		}
 	}
 	if c.handoffs == 0 {
