@@ -212,7 +212,7 @@ func (w *workloadResult) rows() []tableRow {
 				c.requests.total()/c.window.Seconds(), writes(c.requests)/c.window.Seconds(), conflictsCell(c.conflicts, c.window)), "–", "–")
 		}
 		add("CPU under churn (cores busy, average over the window)", c.cpu.Cell(), "–", "–")
-		if cell := c.costPerHandoff(); cell != "" {
+		if cell := c.costPerHandoff(w.steady); cell != "" {
 			add("cost of one handoff under churn (the window's totals divided by its handoffs)", cell, "–", "–")
 		}
 		add("manager heap in use, RSS under churn (leader)", c.mem.cell(), "heap ≤ 64 MiB", yesNo(c.mem.samples > 0 && c.mem.max.heap <= goalHeapBytes))
@@ -393,23 +393,55 @@ func replaceBlock(s, name, block string) (string, error) {
 }
 
 // costPerHandoff is what one handoff of the churn window cost: the leader's writes, and the CPU
-// of the API server, etcd and the leader. What a handoff costs the API server is what bounds the
-// rate here; on a control plane with more cores, the rate it allows is about its cores divided
-// by that cost (docs/scale.md). Empty when nothing was measured.
-func (c *churnResult) costPerHandoff() string {
+// of the API server, etcd, the leader and the machine, each as the window's total divided by its
+// handoffs and, when the workload's steady state was measured, as what the churn added to the
+// steady state's rate (the refreshes of held claims go on under churn too). What a handoff costs
+// the API server bounds the rate here; on a control plane with more cores the rate it allows is
+// about its spare cores divided by that cost (docs/scale.md). Empty when nothing was measured.
+func (c *churnResult) costPerHandoff(steady *steadyResult) string {
 	if c.handoffs == 0 || c.cpu.Window <= 0 {
 		return ""
 	}
-	n := float64(c.handoffs)
-	var parts []string
-	if c.requests != nil {
-		parts = append(parts, fmt.Sprintf("leader's writes %.1f", writes(c.requests)/n))
+	rate := float64(c.handoffs) / c.cpu.Window.Seconds() // handoffs per second of the CPU window
+	type cost struct {
+		what         string
+		churn, still float64 // per second, under churn and in the steady state (-1: unknown)
+		unit         string
+		scale        float64
+	}
+	still := func(f func(*steadyResult) (float64, bool)) float64 {
+		if steady == nil {
+			return -1
+		}
+		if v, ok := f(steady); ok {
+			return v
+		}
+		return -1
+	}
+	var costs []cost
+	if c.requests != nil && c.window > 0 {
+		costs = append(costs, cost{"leader's writes", writes(c.requests) / c.window.Seconds(), still(func(s *steadyResult) (float64, bool) {
+			return writes(s.requests) / s.window.Seconds(), s.requests != nil && s.window > 0
+		}), "", 1})
 	}
 	for _, label := range []string{"kube-apiserver", "etcd", "manager (leader)"} {
 		if cores, ok := c.cpu.Cores[label]; ok {
-			parts = append(parts, fmt.Sprintf("%s CPU %.0f ms", label, cores*c.cpu.Window.Seconds()/n*1000))
+			costs = append(costs, cost{label + " CPU", cores, still(func(s *steadyResult) (float64, bool) {
+				v, ok := s.cpu.Cores[label]
+				return v, ok && s.cpu.Window > 0
+			}), " ms", 1000})
 		}
 	}
-	parts = append(parts, fmt.Sprintf("machine CPU %.0f ms", c.cpu.Machine*c.cpu.Window.Seconds()/n*1000))
+	costs = append(costs, cost{"machine CPU", c.cpu.Machine, still(func(s *steadyResult) (float64, bool) {
+		return s.cpu.Machine, s.cpu.Window > 0
+	}), " ms", 1000})
+	parts := make([]string, 0, len(costs))
+	for _, k := range costs {
+		part := fmt.Sprintf("%s %.1f%s", k.what, k.churn/rate*k.scale, k.unit)
+		if k.still >= 0 {
+			part += fmt.Sprintf(" (%.1f%s over the steady state)", max(0, k.churn-k.still)/rate*k.scale, k.unit)
+		}
+		parts = append(parts, part)
+	}
 	return strings.Join(parts, "; ")
 }

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockwarden/lockwarden/test/bench/proccpu"
 )
 
 const scrapeText = `# HELP go_memstats_heap_inuse_bytes Number of heap bytes that are in use.
@@ -224,5 +226,30 @@ func TestRestartedSince(t *testing.T) {
 	}
 	if !(apiCounts{status: 150}).restartedSince(before) {
 		t.Error("a count gone: a restart")
+	}
+}
+
+func TestCostPerHandoff(t *testing.T) {
+	window := 10 * time.Second
+	churn := &churnResult{handoffs: 100, window: window,
+		requests: apiCounts{{verb: "patch", resource: "lockclaims.locks.lockwarden.io", subresource: "status"}: 600,
+			{verb: "get", resource: "leases.coordination.k8s.io"}: 50},
+		cpu: proccpu.Usage{Window: window, Machine: 2, NCPU: 2, Cores: map[string]float64{"kube-apiserver": 1, "manager (leader)": 0.2}}}
+	steady := &steadyResult{window: window,
+		requests: apiCounts{{verb: "patch", resource: "lockclaims.locks.lockwarden.io", subresource: "status"}: 400},
+		cpu:      proccpu.Usage{Window: window, Machine: 1, NCPU: 2, Cores: map[string]float64{"kube-apiserver": 0.5, "manager (leader)": 0.2}}}
+
+	// 10 handoffs a second: 60 writes a second are 6 a handoff, 40 of them the steady state's.
+	want := "leader's writes 6.0 (2.0 over the steady state); kube-apiserver CPU 100.0 ms (50.0 ms over the steady state); " +
+		"manager (leader) CPU 20.0 ms (0.0 ms over the steady state); machine CPU 200.0 ms (100.0 ms over the steady state)"
+	if got := churn.costPerHandoff(steady); got != want {
+		t.Errorf("with a steady state:\n got %s\nwant %s", got, want)
+	}
+	want = "leader's writes 6.0; kube-apiserver CPU 100.0 ms; manager (leader) CPU 20.0 ms; machine CPU 200.0 ms"
+	if got := churn.costPerHandoff(nil); got != want {
+		t.Errorf("without:\n got %s\nwant %s", got, want)
+	}
+	if got := (&churnResult{}).costPerHandoff(nil); got != "" {
+		t.Errorf("no handoffs: got %q, want nothing", got)
 	}
 }
