@@ -17,24 +17,21 @@ limitations under the License.
 package controller
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/podcache"
+	"github.com/lockwarden/lockwarden/internal/testutil/fakepods"
 )
 
 // A pod that carries its token while the cache does not show its claim is told it lost the lock
@@ -70,7 +67,7 @@ func TestClaimLostOnlyWhenTheAPIServerHasNoClaim(t *testing.T) {
 			live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.onAPIServer...).
 				WithIndex(&locksv1alpha1.LockClaim{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
 			recorder := events.NewFakeRecorder(10)
-			r := &PodLockReconciler{Client: cached, Pods: fakePods{cached}, APIReader: live, Recorder: recorder}
+			r := &PodLockReconciler{Client: cached, Pods: fakepods.Reader{C: cached}, APIReader: live, Recorder: recorder}
 			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
@@ -95,34 +92,4 @@ func TestClaimLostOnlyWhenTheAPIServerHasNoClaim(t *testing.T) {
 			}
 		})
 	}
-}
-
-// fakePods stands in for the pod cache over a fake client's pods, each read as the cache would
-// give it (podcache.AsRead).
-type fakePods struct{ c client.Reader }
-
-func (p fakePods) Get(ctx context.Context, key types.NamespacedName, pod *corev1.Pod) error {
-	full := &corev1.Pod{}
-	if err := p.c.Get(ctx, key, full); err != nil {
-		return err
-	}
-	*pod = *podcache.AsRead(full)
-	return nil
-}
-
-func (p fakePods) ListWithRole(namespace, role string) ([]corev1.Pod, error) {
-	all := &corev1.PodList{}
-	if err := p.c.List(context.Background(), all, client.InNamespace(namespace),
-		client.MatchingLabels{locksv1alpha1.PodRoleLabel: role}); err != nil {
-		return nil, err
-	}
-	pods := make([]corev1.Pod, len(all.Items))
-	for i := range all.Items {
-		pods[i] = *podcache.AsRead(&all.Items[i])
-	}
-	return pods, nil
-}
-
-func (fakePods) Informer() cache.Informer {
-	panic("unit tests run reconciles without a manager: no pod informer")
 }

@@ -31,7 +31,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -41,8 +40,8 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/metrics"
-	"github.com/lockwarden/lockwarden/internal/podcache"
 	"github.com/lockwarden/lockwarden/internal/renewal"
+	"github.com/lockwarden/lockwarden/internal/testutil/fakepods"
 )
 
 // The step tests run a lock's pass, or one of its steps, between the pure decisions and the
@@ -92,7 +91,7 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 	recorder := events.NewFakeRecorder(100)
 	r := &Reconciler{
 		Client:   c,
-		Pods:     clientPods{c},
+		Pods:     fakepods.Reader{C: c},
 		Backends: resolver,
 		Recorder: recorder,
 		Metrics:  metrics.New(nil),
@@ -110,42 +109,11 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 func (e *stepEnv) restart() {
 	old := e.r
 	resolver := &registry.Resolver{Client: e.client, Registry: registry.New(e.store.NewSession())}
-	r := &Reconciler{Client: e.client, Pods: clientPods{e.client}, Backends: resolver, Recorder: e.recorder, Metrics: old.Metrics, Clock: e.clock,
+	r := &Reconciler{Client: e.client, Pods: fakepods.Reader{C: e.client}, Backends: resolver, Recorder: e.recorder, Metrics: old.Metrics, Clock: e.clock,
 		Keys: keyledger.New(e.client, e.client, "lockwarden-system", lockAlive(e.client, e.client))}
 	r.Renewer = renewal.New(resolver.ByName, r.NotifyLost, renewal.WithClock(e.clock))
 	r.prepare()
 	e.r = r
-}
-
-// clientPods stands in for the pod cache (podcache) over the fake client's pods, each read as the
-// cache would give it (podcache.AsRead). Step tests run passes without a manager: no informer.
-type clientPods struct{ c client.Reader }
-
-func (p clientPods) Get(ctx context.Context, key client.ObjectKey, pod *corev1.Pod) error {
-	full := &corev1.Pod{}
-	if err := p.c.Get(ctx, key, full); err != nil {
-		return err
-	}
-	*pod = *podcache.AsRead(full)
-	return nil
-}
-
-func (p clientPods) ListOnNode(node string) ([]corev1.Pod, error) {
-	all := &corev1.PodList{}
-	if err := p.c.List(context.Background(), all); err != nil {
-		return nil, err
-	}
-	var pods []corev1.Pod
-	for i := range all.Items {
-		if all.Items[i].Spec.NodeName == node {
-			pods = append(pods, *podcache.AsRead(&all.Items[i]))
-		}
-	}
-	return pods, nil
-}
-
-func (clientPods) Informer() cache.Informer {
-	panic("step tests run passes without a manager: no pod informer")
 }
 
 // ctx is the context of the env's calls.
