@@ -194,7 +194,8 @@ func TestBench(t *testing.T) {
 	}
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")
-		res.pods = append(res.pods, b.gatedPods(t, ctx, *podTurns), b.lockctlAcquire(t, ctx, *podTurns))
+		res.pods = append(res.pods, b.gatedPods(t, ctx, *podTurns)...)
+		res.pods = append(res.pods, b.lockctlAcquire(t, ctx, *podTurns))
 	}
 	if want["standby"] {
 		fmt.Println("leader election (built-in backend, kwok nodes, 3 replicas): Standby pods, then client-go leader election:")
