@@ -73,8 +73,8 @@ func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) []podRes
 	b.podNamespace(t, ctx, ns)
 	b.tracer.follow(types.NamespacedName{Namespace: ns, Name: "turns"})
 	type lifted struct {
-		claim string
-		at    time.Time
+		pod, claim string
+		at         time.Time
 	}
 	ungated := make(chan lifted, turns+1)
 	w, err := b.c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns))
@@ -87,14 +87,12 @@ func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) []podRes
 			if ok && ev.Type != watch.Deleted && len(p.Spec.SchedulingGates) == 0 &&
 				p.Annotations[locksv1alpha1.PodFencingTokenAnnotation] != "" && !seen[p.Name] {
 				seen[p.Name] = true
-				ungated <- lifted{locksv1alpha1.PodClaimName(p.Name, p.UID, "turns"), time.Now()}
+				ungated <- lifted{p.Name, locksv1alpha1.PodClaimName(p.Name, p.UID, "turns"), time.Now()}
 			}
 		}
 	}()
-	pods := map[string]string{} // claim → pod
 	for i := range turns + 1 {
-		p := b.newPod(t, ctx, ns, fmt.Sprintf("gated-%03d", i), true)
-		pods[locksv1alpha1.PodClaimName(p.Name, p.UID, "turns")] = p.Name
+		b.newPod(t, ctx, ns, fmt.Sprintf("gated-%03d", i), true)
 	}
 	nextLifted := func() lifted {
 		select {
@@ -109,7 +107,7 @@ func (b *bench) gatedPods(t *testing.T, ctx context.Context, turns int) []podRes
 	var toGate, toRecord, toHeld []time.Duration
 	for range turns {
 		start := time.Now()
-		must(t, b.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pods[holder.claim]}}, client.GracePeriodSeconds(0)))
+		must(t, b.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: holder.pod}}, client.GracePeriodSeconds(0)))
 		holder = nextLifted()
 		toGate = append(toGate, holder.at.Sub(start))
 		if at := b.tracer.first(lockengine.TraceRecordWritten, holder.claim, start); !at.IsZero() {
