@@ -157,8 +157,9 @@ func (r *PodLockReconciler) asksForLock(ctx context.Context, pod *corev1.Pod) (l
 }
 
 // followClaim brings the pod in line with its claim: marked holder (token, label, gate lifted)
-// once the claim holds, after any other pod of the lock whose hold ended has lost its label;
-// labelled standby while it waits or after its claim ended.
+// once the claim holds, by its own status or by the lock record (podHold), after any other pod of
+// the lock whose hold ended has lost its label; labelled standby while it waits or after its claim
+// ended.
 func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (ctrl.Result, error) {
 	lockName := claim.Spec.LockName
 	if annotated, changed := modeChanged(pod, claim); changed {
@@ -168,19 +169,26 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 			locksv1alpha1.PodLockModeAnnotation, annotated, claim.Name, modeOf(claim), lockName, modeOf(claim))
 	}
 	switch claim.Status.Phase {
-	case locksv1alpha1.ClaimHeld:
+	case locksv1alpha1.ClaimHeld, locksv1alpha1.ClaimPending, "":
+		lock, err := r.cachedLock(ctx, pod.Namespace, lockName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		hold, held := podHold(pod, claim, lock)
+		if !held {
+			r.reportWaiting(pod, claim)
+			break
+		}
 		if pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
-			behind, err := r.clearStaleHolders(ctx, pod, claim)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if behind {
+			if lock != nil && !recordNames(lock, claim) {
+				// The record says who else holds; the engine writes it before the claim.
 				return ctrl.Result{RequeueAfter: lockCacheBehind}, nil
 			}
+			if err := r.clearStaleHolders(ctx, pod, lockName, lock); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
-		return ctrl.Result{}, r.markHolder(ctx, pod, claim)
-	case locksv1alpha1.ClaimPending, "":
-		r.reportWaiting(pod, claim)
+		return ctrl.Result{}, r.markHolder(ctx, pod, claim, hold)
 	default:
 		// Lost, Released, TimedOut, Failed: final. The pod is not given another claim, because a
 		// pod that lost its lock must not quietly get a new token; its owner restarts it.
@@ -188,6 +196,18 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 			"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
 	}
 	return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
+}
+
+// cachedLock is the pod's lock from the manager's cache; nil when there is none.
+func (r *PodLockReconciler) cachedLock(ctx context.Context, namespace, name string) (*locksv1alpha1.DistributedLock, error) {
+	lock := &locksv1alpha1.DistributedLock{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, lock); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return lock, nil
 }
 
 // errForeignClaim says that a claim of the owner's claim name is not the owner's own: it goes with
@@ -352,20 +372,21 @@ func (r *PodLockReconciler) reportWaiting(pod *corev1.Pod, claim *locksv1alpha1.
 	}
 }
 
-// markHolder writes the token and holder annotations and the role label holder, and removes the
-// scheduling gate, in one patch: whoever sees the gate gone or the role holder also sees the token.
-func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) error {
-	token := strconv.FormatInt(claim.Status.FencingToken, 10)
+// markHolder writes the hold's token and identity as annotations and the role label holder, and
+// removes the scheduling gate, in one patch: whoever sees the gate gone or the role holder also
+// sees the token.
+func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, hold podHoldOf) error {
+	token := strconv.FormatInt(hold.token, 10)
 	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == locksv1alpha1.PodSchedulingGate
 	})
 	lastToGo := needsDeletionCost(pod)
 	if pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation] == token &&
-		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == claim.Status.HolderIdentity && !gated &&
+		pod.Annotations[locksv1alpha1.PodHolderAnnotation] == hold.identity && !gated &&
 		pod.Labels[locksv1alpha1.PodRoleLabel] == locksv1alpha1.PodRoleHolder && !lastToGo {
 		return nil
 	}
-	patch, err := holderPatch(pod.UID, token, claim.Status.HolderIdentity, gated, lastToGo)
+	patch, err := holderPatch(pod.UID, token, hold.identity, gated, lastToGo)
 	if err != nil {
 		return err
 	}
@@ -457,7 +478,8 @@ func podAsksForLock(o client.Object) bool {
 	})
 }
 
-// SetupWithManager watches annotated or gated pods and the claims they own.
+// SetupWithManager watches annotated or gated pods, the claims they own, and the lock records
+// that grant them.
 func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
@@ -480,6 +502,7 @@ func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			Predicates: []predicate.Predicate{predicate.NewPredicateFuncs(podAsksForLock)}}).
 		WatchesRawSource(&source.Informer{Informer: pods, Handler: r.failovers.deletedHolders()}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())).
+		Watches(&locksv1alpha1.DistributedLock{}, recordedPods()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("podlock").
 		Complete(r)

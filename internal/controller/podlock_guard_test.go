@@ -60,7 +60,7 @@ func TestTrippedGuardLiftsNoGate(t *testing.T) {
 			if err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), current); err != nil {
 				t.Fatal(err)
 			}
-			err := r.markHolder(t.Context(), current, claim)
+			err := r.markHolder(t.Context(), current, claim, podHoldOf{token: 42, identity: "uid-1"})
 			if tc.wantGated != errors.Is(err, leaderguard.ErrStalled) {
 				t.Fatalf("markHolder: %v", err)
 			}

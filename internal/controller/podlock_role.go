@@ -103,31 +103,27 @@ func rolePatch(uid types.UID, role string) ([]byte, error) {
 const lockCacheBehind = 100 * time.Millisecond
 
 // clearStaleHolders takes the holder label from the lock's other pods whose hold ended
-// (staleHolders) before pod, whose claim holds, is labelled holder: the two labels are written by
-// two reconciles of two pods, which nothing else orders. behind is true when the cached lock
-// record does not name claim yet, so that it cannot say who else holds; the caller looks again.
-func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (behind bool, err error) {
-	lock := &locksv1alpha1.DistributedLock{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: claim.Spec.LockName}, lock); err != nil {
-		return false, client.IgnoreNotFound(err)
+// (staleHolders) before pod, whose claim lock's record names, is labelled holder: the two labels
+// are written by two reconciles of two pods, which nothing else orders. lock nil (deleted) leaves
+// the other pods to their own reconciles.
+func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.Pod, lockName string, lock *locksv1alpha1.DistributedLock) error {
+	if lock == nil {
+		return nil
 	}
 	recorded := map[string]bool{}
 	for _, h := range lock.Status.CurrentHolders() {
 		recorded[h.Claim] = true
 	}
-	if !recorded[claim.Name] {
-		return true, nil
-	}
 	labelled, err := r.Pods.ListWithRole(pod.Namespace, locksv1alpha1.PodRoleHolder)
 	if err != nil {
-		return false, err
+		return err
 	}
-	for _, p := range staleHolders(labelled, pod.UID, claim.Spec.LockName, recorded) {
-		if err := r.markStandby(ctx, p, claim.Spec.LockName); err != nil {
-			return false, err
+	for _, p := range staleHolders(labelled, pod.UID, lockName, recorded) {
+		if err := r.markStandby(ctx, p, lockName); err != nil {
+			return err
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // markStandby labels the pod standby unless it already is. A pod that loses the holder role
