@@ -52,6 +52,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,6 +71,9 @@ const cleanupTimeout = 10 * time.Second
 // Client asks for, waits for and releases locks.
 type Client struct {
 	kube client.WithWatch
+	// clock and skew keep holds' local deadlines (expiry.go).
+	clock clock.Clock
+	skew  time.Duration
 }
 
 // NewScheme returns a scheme with the kinds lockclient reads and writes: LockClaim,
@@ -89,7 +93,7 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 // New returns a Client for the API server that cfg points at.
-func New(cfg *rest.Config) (*Client, error) {
+func New(cfg *rest.Config, opts ...ClientOption) (*Client, error) {
 	s, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -98,12 +102,18 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewFromClient(c), nil
+	return NewFromClient(c, opts...), nil
 }
 
 // NewFromClient returns a Client that uses c, whose scheme must know LockClaim, DistributedLock
 // and Pod (and coordination.k8s.io Lease, for heartbeats). c must read from the API server, not from a cache.
-func NewFromClient(c client.WithWatch) *Client { return &Client{kube: c} }
+func NewFromClient(c client.WithWatch, opts ...ClientOption) *Client {
+	lc := &Client{kube: c, clock: clock.RealClock{}, skew: DefaultClockSkew}
+	for _, o := range opts {
+		o(lc)
+	}
+	return lc
+}
 
 // Pod names the pod a claim is made for.
 type Pod struct {

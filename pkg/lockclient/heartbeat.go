@@ -48,11 +48,38 @@ type heartbeat struct {
 	// interval is how often the Lease is renewed: a third of its duration.
 	interval time.Duration
 
-	// mu guards lease, which the renewals and own update.
+	// mu guards lease, which the renewals and own update, and what the Hold is told of them.
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+	// until is the send of the last renewal the API server confirmed plus the Lease's duration,
+	// on the client's clock: the controller, which times a heartbeat from when it saw it change,
+	// cannot release the claim before then. confirmed, when set, is told each new one.
+	until     time.Time
+	duration  time.Duration
+	confirmed func(until time.Time)
+}
+
+// confirmedUntil is when the controller may release the claim at the earliest, as of the last
+// confirmed renewal; zero for a nil heartbeat.
+func (h *heartbeat) confirmedUntil() time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.until
+}
+
+// onConfirmed tells fn of each later confirmed renewal's bound; a nil heartbeat has none.
+func (h *heartbeat) onConfirmed(fn func(until time.Time)) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.confirmed = fn
 }
 
 // heartbeatSeconds is d as a Lease's leaseDurationSeconds, rounded up.
@@ -64,7 +91,8 @@ func heartbeatSeconds(d time.Duration) int32 {
 // the creation only: the renewals go on until stop.
 func (c *Client) startHeartbeat(ctx context.Context, namespace, name string, d time.Duration) (*heartbeat, error) {
 	secs := heartbeatSeconds(d)
-	now := metav1.NowMicro()
+	sent := c.clock.Now()
+	now := metav1.NewMicroTime(sent)
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{
 			locksv1alpha1.HeartbeatLabel: "true", ManagedByLabel: ManagedByValue}},
@@ -75,7 +103,9 @@ func (c *Client) startHeartbeat(ctx context.Context, namespace, name string, d t
 		return nil, err
 	}
 	renewCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &heartbeat{c: c, lease: lease, interval: time.Duration(secs) * time.Second / 3, cancel: cancel, done: make(chan struct{})}
+	duration := time.Duration(secs) * time.Second
+	h := &heartbeat{c: c, lease: lease, interval: duration / 3, cancel: cancel, done: make(chan struct{}),
+		duration: duration, until: sent.Add(duration)}
 	go h.run(renewCtx)
 	return h, nil
 }
@@ -110,7 +140,8 @@ func (h *heartbeat) renew(ctx context.Context, owner *locksv1alpha1.LockClaim) e
 	defer cancel()
 	for range 3 {
 		next := h.lease.DeepCopy()
-		next.Spec.RenewTime = ptr.To(metav1.NowMicro())
+		sent := h.c.clock.Now()
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
 		if owner != nil {
 			next.OwnerReferences = []metav1.OwnerReference{{APIVersion: locksv1alpha1.GroupVersion.String(),
 				Kind: "LockClaim", Name: owner.Name, UID: owner.UID}}
@@ -119,6 +150,10 @@ func (h *heartbeat) renew(ctx context.Context, owner *locksv1alpha1.LockClaim) e
 		switch {
 		case err == nil:
 			h.lease = next
+			h.until = sent.Add(h.duration)
+			if h.confirmed != nil {
+				h.confirmed(h.until)
+			}
 			return nil
 		case apierrors.IsNotFound(err):
 			return errLeaseGone

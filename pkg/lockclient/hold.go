@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,6 +56,8 @@ type Hold struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	stopped chan struct{} // closed when the watch has ended
+	// expiry ends the hold at its local deadline (expiry.go).
+	expiry *expiry
 
 	release    sync.Once
 	releaseErr error
@@ -72,9 +75,25 @@ func (h *Hold) Context() context.Context {
 	h.start.Do(func() {
 		h.ctx, h.cancel = context.WithCancelCause(h.values)
 		h.stopped = make(chan struct{})
+		var ttl time.Duration
+		if !h.ExpireTime.IsZero() && !h.AcquireTime.IsZero() {
+			ttl = h.ExpireTime.Sub(h.AcquireTime) // the lease, as of the grant
+		}
+		skew := holdSkew(h.c.skew, ttl)
+		var first [bounds]time.Time
+		if !h.ExpireTime.IsZero() {
+			first[claimBound] = h.ExpireTime.Add(-skew)
+		}
+		first[heartbeatBound] = h.heartbeat.confirmedUntil()
+		h.expiry = startExpiry(h.c.clock, first, func(b bound, due time.Time) {
+			h.cancel(expiredError(h, b, due, skew))
+		})
+		h.heartbeat.onConfirmed(func(until time.Time) { h.expiry.move(heartbeatBound, until) })
+		observe := func(claim *locksv1alpha1.LockClaim) { h.expiry.observe(claim, skew) }
 		go func() {
 			defer close(h.stopped)
-			if err := h.c.waitLost(h.ctx, h.Namespace, h.Claim, h.uid); err != nil {
+			defer h.expiry.stop()
+			if err := h.c.waitLost(h.ctx, h.Namespace, h.Claim, h.uid, observe); err != nil {
 				h.cancel(err)
 			}
 		}()

@@ -64,17 +64,18 @@ func (c *Client) Wait(ctx context.Context, namespace, name string) (*Result, err
 // ErrLost as soon as the claim stops holding it (lost, released, deleted), and nil when ctx ends
 // first. A Hold's Context does the same for a claim the caller acquired.
 func (c *Client) WaitLost(ctx context.Context, namespace, name string) error {
-	return c.waitLost(ctx, namespace, name, "")
+	return c.waitLost(ctx, namespace, name, "", nil)
 }
 
 // waitLost is WaitLost for the claim with UID uid (any UID when empty): a claim of that name
-// with another UID is a new claim, and the hold of the old one has ended.
-func (c *Client) waitLost(ctx context.Context, namespace, name string, uid types.UID) error {
+// with another UID is a new claim, and the hold of the old one has ended. observe, when set, is
+// given the claim as each read or watch event shows it.
+func (c *Client) waitLost(ctx context.Context, namespace, name string, uid types.UID, observe func(*locksv1alpha1.LockClaim)) error {
 	var lost error
 	// The API server not answering says nothing about the lock, which the controller keeps
 	// renewing: read and watch again, backing off.
 	_ = wait.ExponentialBackoffWithContext(ctx, lostRetry, func(ctx context.Context) (bool, error) {
-		err := c.watchLost(ctx, namespace, name, uid)
+		err := c.watchLost(ctx, namespace, name, uid, observe)
 		var typed *Error
 		if errors.As(err, &typed) {
 			lost = err
@@ -91,9 +92,12 @@ func (c *Client) waitLost(ctx context.Context, namespace, name string, uid types
 // lostRetry spaces WaitLost's attempts to read the claim while the API server does not answer.
 var lostRetry = wait.Backoff{Duration: time.Second, Factor: 1.5, Jitter: 0.2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
-func (c *Client) watchLost(ctx context.Context, namespace, name string, uid types.UID) error {
+func (c *Client) watchLost(ctx context.Context, namespace, name string, uid types.UID, observe func(*locksv1alpha1.LockClaim)) error {
 	lock := "" // the claim's lock, once seen
 	return c.watchClaim(ctx, namespace, name, func(claim *locksv1alpha1.LockClaim) (bool, error) {
+		if observe != nil && claim != nil && (uid == "" || claim.UID == uid) {
+			observe(claim)
+		}
 		lost := &Error{Kind: ErrLost, Namespace: namespace, Claim: name}
 		switch {
 		case (claim == nil || (uid != "" && claim.UID != uid)) && lock != "":
