@@ -187,6 +187,8 @@ func errorLine(prog, cmd string, err error) string {
 		hint = fmt.Sprintf("run %s --help", prog)
 	case errors.As(err, &usage):
 		hint = fmt.Sprintf("see %s %s -h", prog, cmd)
+	case errors.Is(err, lockclient.ErrExpired):
+		hint = "its fencing token may be stale; the command was stopped (is the API server reachable from here?)"
 	case errors.Is(err, lockclient.ErrLost):
 		hint = "its fencing token is stale; the command was stopped"
 	case errors.Is(err, lockclient.ErrLockBusy):

@@ -104,12 +104,12 @@ func (a *app) restConfig(k *kubeFlags) (*rest.Config, string, error) {
 }
 
 // connect returns a lockclient for the flags and the namespace to work in (restConfig).
-func (a *app) connect(k *kubeFlags) (*lockclient.Client, string, error) {
+func (a *app) connect(k *kubeFlags, opts ...lockclient.ClientOption) (*lockclient.Client, string, error) {
 	cfg, ns, err := a.restConfig(k)
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := lockclient.New(cfg)
+	c, err := lockclient.New(cfg, opts...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -43,11 +43,14 @@ import (
 func (a *app) runCommand(k *kubeFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run --lock NAME [--mode Shared|Exclusive] [--try] [--timeout D] [--grace D] [--heartbeat D] [--token-file PATH] -- COMMAND [ARG...]",
+		Use:   "run --lock NAME [--mode Shared|Exclusive] [--try] [--timeout D] [--grace D] [--heartbeat D] [--clock-skew D] [--token-file PATH] -- COMMAND [ARG...]",
 		Short: "Hold a lock while a command runs",
 		Long: `Take the lock, run COMMAND with the fencing token in LOCKWARDEN_FENCING_TOKEN, release the lock
 when COMMAND ends and exit with its code. If the lock is lost meanwhile, COMMAND gets SIGTERM and
-SIGKILL after --grace. A signal (INT, TERM, HUP, QUIT) while lockctl waits for the lock withdraws
+SIGKILL after --grace. So does it when lockctl sees no renewal before the claim's expireTime (less
+--clock-skew), as when the API server is out of reach: the lock may be granted to another holder
+from then on. To be sure COMMAND is gone before the next holder starts, give the lock a
+spec.lockDelaySeconds of at least --grace. A signal (INT, TERM, HUP, QUIT) while lockctl waits for the lock withdraws
 the claim; once COMMAND runs, lockctl passes such signals on to it. With --try lockctl does not
 queue: if the lock is not granted at once, COMMAND does not run. --mode says how to hold a lock
 of several places (spec.maxHolders): Shared, the default, beside other Shared holders, or
@@ -89,6 +92,7 @@ one line starting with "lockctl:" on stderr.`,
 	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
 	f.DurationVar(&o.heartbeat, "heartbeat", defaultHeartbeat, "Outside a pod: release the lock this long after lockctl stops renewing its heartbeat Lease (killed, machine down); 0 turns the heartbeat off and the claim holds until deleted")
 	f.BoolVar(&o.try, "try", false, "Do not queue: run the command only if the lock is granted at once, else exit code 121")
+	f.DurationVar(&o.clockSkew, "clock-skew", lockclient.DefaultClockSkew, "How far this machine's clock may run behind the controller's: when no renewal is seen (the API server out of reach), the command is stopped this long before the claim's last expireTime (at most a sixteenth of the lease)")
 	modeFlag(cmd, &o.mode)
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
@@ -98,6 +102,7 @@ one line starting with "lockctl:" on stderr.`,
 type runOptions struct {
 	lock, tokenFile, mode     string
 	timeout, grace, heartbeat time.Duration
+	clockSkew                 time.Duration
 	try                       bool
 }
 
@@ -112,8 +117,8 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		return usagef("run needs a command: %s run --lock NAME -- COMMAND [ARG...]", a.name())
 	case o.lock == "":
 		return usagef("--lock is required")
-	case o.timeout < 0 || o.grace < 0 || o.heartbeat < 0:
-		return usagef("--timeout, --grace and --heartbeat must not be negative")
+	case o.timeout < 0 || o.grace < 0 || o.heartbeat < 0 || o.clockSkew < 0:
+		return usagef("--timeout, --grace, --heartbeat and --clock-skew must not be negative")
 	}
 	mode, err := parseMode(o.mode)
 	if err != nil {
@@ -129,7 +134,7 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 			return err
 		}
 	}
-	c, ns, err := a.connect(k)
+	c, ns, err := a.connect(k, lockclient.WithClockSkew(o.clockSkew))
 	if err != nil {
 		return err
 	}

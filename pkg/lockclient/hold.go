@@ -42,6 +42,13 @@ var ErrReleased = errors.New("lock released by its holder")
 // watched, not polled, from the first call of Context or Err; an end that happened before that
 // call is still seen, by the read that starts the watch.
 //
+// The context also ends, with an ErrLost *Error that matches ErrExpired too, at the hold's local
+// deadline (expiry.go): when the last status.expireTime seen, less the Client's clock skew
+// allowance, passes without a newer one, or, with a heartbeat, when no renewal of it was confirmed
+// for its duration. A holder cut off from the API server so stops before the lock can be granted
+// to another, though the controller may in fact still renew it. Call Context right after the
+// grant: a deadline that passed before the first call gives the first read two seconds.
+//
 // Call Release when done: it stops the watch and deletes the claim. A Hold is safe for
 // concurrent use.
 type Hold struct {
