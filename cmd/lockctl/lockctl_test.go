@@ -18,6 +18,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,9 +29,11 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
@@ -203,6 +206,42 @@ var _ = Describe("lockctl run", func() {
 		Expect(proc.wait(30 * time.Second)).To(Equal(runLockLost))
 		Expect(os.ReadFile(termFile)).To(Equal([]byte("term\n")))
 		Expect(proc.stderr()).To(MatchRegexp(`(?m)^lockctl: lost lock "report": claim "report-\w+" in namespace "` + ns + `" .*; its fencing token is stale; the command was stopped$`))
+		Eventually(func() []locksv1alpha1.LockClaim { return claims(ns) }).Should(BeEmpty())
+	})
+
+	It("stops the command with TERM and exits 123 when, cut off from the API server, it sees no renewal", func() {
+		ns := newNamespace()
+		newLock(ns, "report") // a lease of 6 s
+		u, err := url.Parse(controlPlane.Config.Host)
+		Expect(err).NotTo(HaveOccurred())
+		proxy, err := faultproxy.New(u.Host)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = proxy.Close() }()
+		proxied := rest.CopyConfig(controlPlane.Config)
+		proxied.Host = "https://" + proxy.Addr()
+		dir := GinkgoT().TempDir()
+		viaProxy := writeKubeconfig(proxied, filepath.Join(dir, "kubeconfig"))
+		startedFile, termFile := filepath.Join(dir, "started"), filepath.Join(dir, "term")
+		proc := start([]string{"KUBECONFIG=" + viaProxy}, "run", "--lock", "report", "-n", ns, "--grace", "5s", "--",
+			"sh", "-c", `trap 'echo term > `+termFile+`; exit 0' TERM; touch `+startedFile+`; while :; do sleep 0.1; done`)
+		Eventually(func() error { _, err := os.Stat(startedFile); return err }).Should(Succeed())
+
+		proxy.Partition(faultproxy.Blackhole)
+		cut := time.Now()
+		list := claims(ns)
+		Expect(list).To(HaveLen(1))
+		lastExpire := list[0].Status.ExpireTime.Time // the latest lockctl can have seen
+		Eventually(func() ([]byte, error) { return os.ReadFile(termFile) }, 10*time.Second).Should(Equal([]byte("term\n")))
+		info, err := os.Stat(termFile)
+		Expect(err).NotTo(HaveOccurred())
+		stopped := info.ModTime() // when the command handled TERM
+		Expect(stopped).To(BeTemporally("<", lastExpire), "TERM came %s after the cut", stopped.Sub(cut))
+		// The controller still renews the claim: lockctl stopped out of caution.
+		Expect(claims(ns)).To(ConsistOf(HaveField("Status.Phase", locksv1alpha1.ClaimHeld)))
+
+		proxy.Heal() // so that lockctl's release goes through
+		Expect(proc.wait(30 * time.Second)).To(Equal(runLockLost))
+		Expect(proc.stderr()).To(MatchRegexp(`(?m)^lockctl: lost lock "report": claim "report-\w+" in namespace "` + ns + `": no renewal .*; its fencing token may be stale; the command was stopped \(is the API server reachable from here\?\)$`))
 		Eventually(func() []locksv1alpha1.LockClaim { return claims(ns) }).Should(BeEmpty())
 	})
 
