@@ -143,6 +143,10 @@ test-reliability: ## The reliability harness's full matrix (every fault on every
 test-reliability-mutants: ## Run every deliberately broken manager through the harness; fails unless each is caught (table in docs/reliability.md).
 	hack/test-reliability.sh mutants
 
+.PHONY: test-reliability-soak
+test-reliability-soak: ## The full matrix over many seeds (SEEDS=20, or SOAK_FOR=8h), stopping at the first failure and printing its replay command (about 75 minutes a seed).
+	SEEDS=$(SEEDS) SOAK_FOR=$(SOAK_FOR) hack/test-reliability.sh soak
+
 ##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)
 
 .PHONY: k8s-binaries

@@ -4,7 +4,7 @@
 # real etcd (each behind a fault proxy), claimants writing to a fenced resource under faults, a
 # sampler comparing Held claims with the backends, and the checkers.
 #
-# Usage: hack/test-reliability.sh [smoke|full|mutants] [test binary flags...]
+# Usage: hack/test-reliability.sh [smoke|full|mutants|soak] [test binary flags...]
 #   smoke (default)  a handful of short scenarios and two mutants (a few minutes on 2 cores), for
 #                    make test
 #   full             every fault on every backend, and writes the results table into
@@ -12,6 +12,10 @@
 #   mutants          every deliberate bug of internal/mutant, each in the short run that must
 #                    catch it; fails unless each is caught by its checker, and writes the
 #                    mutant → checker → seed table into docs/reliability.md
+#   soak             the full matrix again and again, each time with a new seed, until SEEDS runs
+#                    (default 20) have passed or SOAK_FOR (e.g. 8h; default none) has gone by;
+#                    stops at the first failing scenario and prints the command that replays it.
+#                    Writes no doc; one full matrix takes about 75 minutes on 2 cores.
 # Environment: SEED replays a run (the seed is printed at the start and in the table);
 #              SCENARIO runs only the scenarios matching a regexp, e.g. 'redis/leader-kill'.
 #              Extra arguments go to the test binary: `full -doc=` runs without rewriting the doc.
@@ -21,10 +25,32 @@ cd "$(dirname "$0")/.."
 set_name=${1:-smoke}
 shift || true
 case "$set_name" in
+  soak)
+    seeds=${SEEDS:-20}
+    budget=0
+    if [[ -n ${SOAK_FOR:-} ]]; then
+      budget=$(go run ./hack/duration "$SOAK_FOR") || exit 2
+    fi
+    start=$SECONDS
+    for ((i = 1; i <= seeds; i++)); do
+      seed=$(( (RANDOM * 32768 + RANDOM) % 999999 + 1 ))
+      echo "soak: run $i of $seeds, seed $seed, $(( (SECONDS - start) / 60 )) min so far"
+      if ! SEED=$seed "$0" full -doc= -stop-on-failure "$@"; then
+        echo "soak: seed $seed failed after $((i - 1)) clean runs; replay the matrix with: SEED=$seed make test-reliability" \
+          "(or one scenario: SEED=$seed SCENARIO='<backend/name from the failure above>' hack/test-reliability.sh full -doc=)" >&2
+        exit 1
+      fi
+      if (( budget > 0 && SECONDS - start >= budget )); then
+        echo "soak: SOAK_FOR=$SOAK_FOR reached after $i clean runs"
+        exit 0
+      fi
+    done
+    echo "soak: $seeds clean runs in $(( (SECONDS - start) / 60 )) min"
+    exit 0 ;;
   smoke) timeout=15m; doc=() ;;
   mutants) timeout=25m; doc=(-doc "$PWD/docs/reliability.md") ;;
   full) timeout=100m; doc=(-doc "$PWD/docs/reliability.md") ;;
-  *) echo "usage: $0 [smoke|full|mutants]" >&2; exit 2 ;;
+  *) echo "usage: $0 [smoke|full|mutants|soak]" >&2; exit 2 ;;
 esac
 
 KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh envtest-dir)"

@@ -43,6 +43,7 @@ var (
 	seedFlag     = flag.Uint64("seed", 0, "seed of the workload and fault plans; 0 picks one (printed)")
 	scenarioFlag = flag.String("scenario", "", "run only scenarios whose name matches this regexp")
 	docFlag      = flag.String("doc", "", "write the results table between the markers of this file (docs/reliability.md)")
+	stopFlag     = flag.Bool("stop-on-failure", false, "run no scenario after the first that fails (a soak: the failing seed is what matters)")
 )
 
 const (
@@ -92,6 +93,10 @@ func TestReliability(t *testing.T) {
 		id := s.id()
 		if !match.MatchString(id) {
 			continue
+		}
+		if *stopFlag && t.Failed() {
+			t.Logf("stopping after the first failure (-stop-on-failure): %s and the scenarios after it did not run", id)
+			break
 		}
 		// Each scenario's seed derives from the run's seed and its place, so that one scenario
 		// replays alone with -scenario and the same -seed.
