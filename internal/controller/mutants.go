@@ -42,6 +42,19 @@ func init() {
 			return pod.DeletionTimestamp.IsZero() && next(pod)
 		}
 	}
+	if mutant.Active(mutant.RecordAnyHolder) {
+		next := seams.podHold
+		seams.podHold = func(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) (podHoldOf, bool) {
+			// A waiting pod takes the record's first hold for its own, whoever's it is.
+			if hold, ok := next(pod, claim, lock); ok || claim.Status.Phase != locksv1alpha1.ClaimPending || lock == nil {
+				return hold, ok
+			}
+			if holders := lock.Status.CurrentHolders(); len(holders) > 0 {
+				return podHoldOf{token: holders[0].FencingToken, identity: holders[0].Identity}, true
+			}
+			return podHoldOf{}, false
+		}
+	}
 	if mutant.Active(mutant.ResumeUnheld) {
 		next := seams.resumesFor
 		seams.resumesFor = func(claim *locksv1alpha1.LockClaim) bool {

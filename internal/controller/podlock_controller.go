@@ -174,7 +174,7 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		hold, held := podHold(pod, claim, lock)
+		hold, held := seams.podHold(pod, claim, lock)
 		if !held {
 			r.reportWaiting(pod, claim)
 			break

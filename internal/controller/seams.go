@@ -35,7 +35,11 @@ var seams = struct {
 	// resumesFor says whether followClaim resumes a workload object for its claim: only while
 	// the claim holds.
 	resumesFor func(claim *locksv1alpha1.LockClaim) bool
+	// podHold is the hold of a pod's claim that followClaim marks the pod with: podHold, by the
+	// claim's status or the lock record naming that claim with that pod.
+	podHold func(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) (podHoldOf, bool)
 }{
 	takesHolderRole: func(*corev1.Pod) bool { return true },
+	podHold:         podHold,
 	resumesFor:      func(claim *locksv1alpha1.LockClaim) bool { return claim.Status.Phase == locksv1alpha1.ClaimHeld },
 }

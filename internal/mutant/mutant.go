@@ -69,6 +69,10 @@ const (
 	// TerminatingHolderLabel leaves the role label holder on a terminating Standby holder until
 	// its pod is gone: traffic keeps reaching a pod that is shutting down.
 	TerminatingHolderLabel Name = "terminating-holder-label"
+	// RecordAnyHolder marks a waiting pod as the holder (token, role label, gate lifted) as soon
+	// as its lock's record names any holder, with that holder's token: the pod path's check that
+	// the record names this pod's own claim, with this pod, dropped.
+	RecordAnyHolder Name = "record-any-holder"
 	// ResumeUnheld resumes a Job (any workload object that waits suspended for a lock) as soon as
 	// its claim is queued, before it holds: two Jobs of one lock run at once.
 	ResumeUnheld Name = "resume-unheld"
@@ -76,4 +80,4 @@ const (
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
-	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld}
+	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder}

@@ -305,6 +305,10 @@ func mutantScenario(m mutant.Name) scenario {
 		// Every Job that queues behind a running one is resumed at once.
 		s = jobs("")
 		s.workload, s.expect = 20*time.Second, "job-runs"
+	case mutant.RecordAnyHolder:
+		// Every waiting pod is labelled holder beside the one that holds.
+		s = standby("")
+		s.workload, s.expect = 20*time.Second, "holder-labels"
 	case mutant.TerminatingHolderLabel:
 		// Every hold ends by a graceful deletion: the terminating pod stays labelled holder for
 		// its TTL/2..1.5×TTL of termination, longer than the 2 s grace.
