@@ -44,11 +44,22 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
 	"github.com/lockwarden/lockwarden/internal/testutil/proc"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 // controllerNamespace holds the managers' leader-election Lease and the built-in backend's
 // session.
 const controllerNamespace = "lockwarden-system"
+
+// electionNamespace holds the managers' leader-election Lease, apart from controllerNamespace so
+// that neither of the shipped Roles' Lease rules can pass for the other's.
+const electionNamespace = "lockwarden-election"
+
+// managerAccount is the ServiceAccount the managers act as (impersonated through their
+// kubeconfigs), bound to the RBAC of config/rbac, which the chart's templates match rule for rule
+// (charts/chart_test.go): a code path that needs a verb the shipped RBAC lacks is refused, and the
+// rbac checker fails the scenario, instead of passing as an admin would.
+var managerAccount = rbacenv.Account{Name: "lockwarden", Namespace: controllerNamespace, ElectionNamespace: electionNamespace}
 
 // env is the control plane shared by every scenario: a real kube-apiserver and etcd (envtest),
 // the CRDs, a direct client for the harness (the claimants' side, never faulted) and the manager
@@ -120,6 +131,13 @@ func startEnv(t *testing.T) *env {
 	if err := e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
 		t.Fatal(err)
 	}
+	objs, grants, err := rbacenv.Load(filepath.Join("..", "..", "config", "rbac"), managerAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rbacenv.Install(context.Background(), e.c, managerAccount, objs, grants); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 
@@ -156,14 +174,17 @@ func (e *env) apiAddr() string {
 	return u.Host
 }
 
-// writeKubeconfig writes a kubeconfig that reaches the API server through addr (a fault proxy).
+// writeKubeconfig writes a kubeconfig that reaches the API server through addr (a fault proxy), as
+// managerAccount.
 // TLS passes through the proxy untouched; the serving certificate names 127.0.0.1, which is
 // what the proxy listens on, so verification still holds.
 func (e *env) writeKubeconfig(name, addr string) (string, error) {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: e.cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	// The envtest admin's credentials, impersonating the managers' ServiceAccount.
+	kc.AuthInfos["manager"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken,
+		Impersonate: managerAccount.User(), ImpersonateGroups: managerAccount.Groups()}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "manager"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(e.dir, name+".kubeconfig")
 	return path, clientcmd.WriteToFile(*kc, path)
@@ -216,7 +237,7 @@ func (e *env) startManager(t *testing.T, name, mutant string) *manager {
 		Name: name, Path: bin, LogFile: m.log,
 		Env: env,
 		Args: []string{"--kubeconfig", kc, "--leader-elect",
-			"--leader-election-namespace", controllerNamespace, "--secret-namespace", controllerNamespace,
+			"--leader-election-namespace", electionNamespace, "--secret-namespace", controllerNamespace,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"},
 	})
 	if err != nil {

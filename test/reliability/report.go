@@ -31,7 +31,7 @@ type Finding struct {
 	// Checker names the check: register, tokens, token-floor, exclusion, api-snapshot,
 	// backend-view, phantom, final-is-final, stale-window, deposed-leader, outside-holder,
 	// lock-delay, evicted, holder-labels, holder-record, job-runs, job-resume, job-hold,
-	// job-lock-delay, job-handoff, history.
+	// job-lock-delay, job-handoff, history, rbac.
 	Checker string
 	Detail  string
 }

@@ -587,6 +587,9 @@ func (r *run) checkScenario(res *Result) {
 	r.rec.mu.Lock()
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)
 	r.rec.mu.Unlock()
+	for _, m := range r.managers {
+		res.Violations = append(res.Violations, findings("rbac", prefixed(m.name, RBACRefusals(m.logSince(0), managerAccount.User())))...)
+	}
 }
 
 // checkLinearizable checks the history with porcupine, leaving its visualization in the
