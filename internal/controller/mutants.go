@@ -54,6 +54,10 @@ func init() {
 			}
 			return podHoldOf{}, false
 		}
+		// The same bug in the pod path's other reading of the record: any holder will do.
+		seams.recordNames = func(lock *locksv1alpha1.DistributedLock, _ *locksv1alpha1.LockClaim) bool {
+			return len(lock.Status.CurrentHolders()) > 0
+		}
 	}
 	if mutant.Active(mutant.ResumeUnheld) {
 		next := seams.resumesFor

@@ -180,7 +180,7 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 			break
 		}
 		if pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
-			if lock != nil && !recordNames(lock, claim) {
+			if lock != nil && !seams.recordNames(lock, claim) {
 				// The record says who else holds; the engine writes it before the claim.
 				return ctrl.Result{RequeueAfter: lockCacheBehind}, nil
 			}

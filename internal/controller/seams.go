@@ -38,8 +38,12 @@ var seams = struct {
 	// podHold is the hold of a pod's claim that followClaim marks the pod with: podHold, by the
 	// claim's status or the lock record naming that claim with that pod.
 	podHold func(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) (podHoldOf, bool)
+	// recordNames says whether the lock record names the claim, which followClaim requires
+	// before it takes the holder label from the lock's other pods: recordNames.
+	recordNames func(lock *locksv1alpha1.DistributedLock, claim *locksv1alpha1.LockClaim) bool
 }{
 	takesHolderRole: func(*corev1.Pod) bool { return true },
 	podHold:         podHold,
+	recordNames:     recordNames,
 	resumesFor:      func(claim *locksv1alpha1.LockClaim) bool { return claim.Status.Phase == locksv1alpha1.ClaimHeld },
 }

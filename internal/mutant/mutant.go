@@ -70,9 +70,14 @@ const (
 	// its pod is gone: traffic keeps reaching a pod that is shutting down.
 	TerminatingHolderLabel Name = "terminating-holder-label"
 	// RecordAnyHolder marks a waiting pod as the holder (token, role label, gate lifted) as soon
-	// as its lock's record names any holder, with that holder's token: the pod path's check that
-	// the record names this pod's own claim, with this pod, dropped.
+	// as its lock's record names any holder, with that holder's token: the pod path's checks that
+	// the record names this pod's own claim, with this pod, dropped (both: the one that marks a
+	// waiting pod, and the one that lets a pod take the label from the lock's other pods).
 	RecordAnyHolder Name = "record-any-holder"
+	// IgnoreLocalDeadline (in lockctl and pkg/lockclient, not the manager) keeps a Hold going
+	// past its local deadline: a holder cut off from the API server keeps running its command
+	// after the controller has given the lock to the next.
+	IgnoreLocalDeadline Name = "ignore-local-deadline"
 	// ResumeUnheld resumes a Job (any workload object that waits suspended for a lock) as soon as
 	// its claim is queued, before it holds: two Jobs of one lock run at once.
 	ResumeUnheld Name = "resume-unheld"
@@ -80,4 +85,5 @@ const (
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
-	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder}
+	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder,
+	IgnoreLocalDeadline}

@@ -92,7 +92,7 @@ func (h *Hold) Context() context.Context {
 			first[claimBound] = h.ExpireTime.Add(-skew)
 		}
 		first[heartbeatBound] = h.heartbeat.confirmedUntil()
-		h.expiry = startExpiry(h.c.clock, first, func(b bound, due time.Time) {
+		h.expiry = seams.startExpiry(h.c.clock, first, func(b bound, due time.Time) {
 			h.cancel(expiredError(h, b, due, skew))
 		})
 		h.heartbeat.onConfirmed(func(until time.Time) { h.expiry.move(heartbeatBound, until) })

@@ -420,3 +420,13 @@ func TestLongestHoldAndItsRequirement(t *testing.T) {
 		t.Fatalf("a run whose longest hold was 199 s: passed %v, unmet %v", short.Passed(), short.Unmet())
 	}
 }
+
+func TestResultFailsWhenAFaultDidNotHappen(t *testing.T) {
+	r := Result{Valid: true, Linearizable: "Ok", FaultsSkipped: []string{"leader-deposed did not happen: no grant within the fault's time"}}
+	if r.Passed() {
+		t.Fatal("a run whose fault never fired passed")
+	}
+	if u := r.Unmet(); len(u) != 1 || !strings.Contains(u[0], "leader-deposed did not happen") {
+		t.Fatalf("unmet = %v", u)
+	}
+}

@@ -70,6 +70,9 @@ type env struct {
 	c       client.WithWatch
 	manager string // path of the built manager binary (test clock, failpoints)
 	dir     string // scratch directory: kubeconfigs, manager logs
+	audit   string // the API server's audit log (AuditPolicy, JSON lines)
+
+	lockctl, lockctlMutants builtOnce // lockctl, built on first use (commands runs), and with the mutants tag
 
 	mutantOnce sync.Once
 	mutantBin  string // the same with the deliberate bugs of internal/mutant, built on first use
@@ -115,6 +118,16 @@ func startEnv(t *testing.T) *env {
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	policy := filepath.Join(e.dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(AuditPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.audit = filepath.Join(e.dir, "audit.log")
+	// The log backend writes each event before the response goes out (blocking mode), so a
+	// write the harness has seen answered is already in the file.
+	te.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).Set("audit-log-path", e.audit).Set("audit-log-format", "json").
+		Set("audit-log-mode", "blocking").Set("audit-log-maxsize", "0")
 	cfg, err := te.Start()
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
@@ -183,8 +196,22 @@ func (e *env) writeKubeconfig(name, addr string) (string, error) {
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: e.cfg.CAData}
 	// The envtest admin's credentials, impersonating the managers' ServiceAccount.
 	kc.AuthInfos["manager"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken,
-		Impersonate: managerAccount.User(), ImpersonateGroups: managerAccount.Groups()}
+		Impersonate: managerAccount.User(), ImpersonateGroups: managerAccount.Groups(),
+		// The replicas share the ServiceAccount; the audit log tells them apart by this extra.
+		ImpersonateUserExtra: map[string][]string{ReplicaExtra: {name}}}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "manager"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(e.dir, name+".kubeconfig")
+	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+// writeHolderKubeconfig writes a kubeconfig for a lockctl holder that reaches the API server
+// through addr (its fault proxy), with the harness's own credentials.
+func (e *env) writeHolderKubeconfig(name, addr string) (string, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: e.cfg.CAData}
+	kc.AuthInfos["holder"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "holder"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(e.dir, name+".kubeconfig")
 	return path, clientcmd.WriteToFile(*kc, path)
@@ -205,9 +232,10 @@ type manager struct {
 	runID     int // bumped by every (re)start
 
 	mu       sync.Mutex
-	down     bool  // a fault killed it; the fault's heal restarts it
-	paused   bool  // SIGSTOPped by a fault
-	logStart int64 // size of the log when the current run started
+	down     bool      // a fault killed it; the fault's heal restarts it
+	paused   bool      // SIGSTOPped by a fault
+	logStart int64     // size of the log when the current run started
+	exited   time.Time // when the supervisor last saw a run exit on its own
 	restarts int
 	stop     chan struct{}
 	done     chan struct{}
@@ -272,6 +300,9 @@ func (m *manager) supervise() {
 			return
 		case <-exited:
 		}
+		m.mu.Lock()
+		m.exited = time.Now()
+		m.mu.Unlock()
 		select { // restart back-off
 		case <-m.stop:
 			return
@@ -405,6 +436,17 @@ func (m *manager) logSince(off int64) string {
 		return ""
 	}
 	return string(data[off:])
+}
+
+// exitedSince returns when the supervisor saw a run of the manager exit on its own after t, or
+// the zero time if none has.
+func (m *manager) exitedSince(t time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.exited.After(t) {
+		return m.exited
+	}
+	return time.Time{}
 }
 
 // logSize is the manager log's current size, an offset for logSince.

@@ -19,8 +19,12 @@ limitations under the License.
 package reliability
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +74,9 @@ const (
 	// claim's status write (failpoint grant-status), keeps it stopped until a standby has taken
 	// over and that claim has ended, then lets it go on: a deposed leader in mid-handoff.
 	faultLeaderDeposed faultKind = "leader-deposed"
+	// faultHolderPartition cuts a lockctl holder whose COMMAND runs off from the API server, both
+	// ways (commands runs): its hold's local deadline must stop the COMMAND before the next grant.
+	faultHolderPartition faultKind = "holder-partition"
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -182,8 +189,15 @@ type faultContext struct {
 	trigger func() bool
 	// recreate performs a lock-recreate fault lasting dur and describes it.
 	recreate func(dur time.Duration) string
+	// partitionHolder performs a holder-partition fault lasting dur, describes it and says
+	// whether it found a holder to cut off.
+	partitionHolder func(dur time.Duration) (string, bool)
 	// rec is the claim history, which a deposed-leader fault waits on.
 	rec *recorder
+	// audit is the API server's audit log, where a deposed leader's writes are looked for, from
+	// offset auditFrom (the run's start) on.
+	audit     string
+	auditFrom int64
 }
 
 // faultsRun is what runFaults did.
@@ -192,6 +206,9 @@ type faultsRun struct {
 	log []string
 	// ran lists the faults as they actually ran (start/duration), or as skipped.
 	ran []string
+	// skipped says, for each fault that did not happen, why: the run then proves nothing about
+	// it and fails.
+	skipped []string
 	// deposed lists what a deposed leader did after it woke that it must not do.
 	deposed []string
 	// spans are the faults that ran, each from its injection to its heal.
@@ -220,7 +237,7 @@ func runFaults(fc faultContext, plan []fault) faultsRun {
 			var err error
 			if leader, err = waitLeader(context.Background(), fc.managers, 30*time.Second); err != nil {
 				logf("%s skipped: %v", f.kind, err)
-				out.ran = append(out.ran, string(f.kind)+" skipped (no leader)")
+				out.skip(f.kind, "no leader")
 				continue
 			}
 		}
@@ -231,11 +248,20 @@ func runFaults(fc faultContext, plan []fault) faultsRun {
 			what, ok := deposeLeader(fc, leader, f.dur, logf)
 			out.deposed = append(out.deposed, what...)
 			if !ok {
-				out.ran = append(out.ran, string(f.kind)+" skipped (no grant within the fault's time)")
+				out.skip(f.kind, "no grant within the fault's time")
 			} else {
 				out.healed(fc.started, f.kind, injected)
 			}
 			logf("healed %s", f.kind)
+			continue
+		case faultHolderPartition:
+			what, ok := fc.partitionHolder(f.dur)
+			logf("%s", what)
+			if !ok {
+				out.skip(f.kind, what)
+			} else {
+				out.healed(fc.started, f.kind, injected)
+			}
 			continue
 		case faultLockRecreate:
 			logf("%s", fc.recreate(f.dur))
@@ -250,6 +276,12 @@ func runFaults(fc faultContext, plan []fault) faultsRun {
 		out.healed(fc.started, f.kind, injected)
 	}
 	return out
+}
+
+// skip records a fault of kind that did not happen, and why.
+func (out *faultsRun) skip(kind faultKind, why string) {
+	out.ran = append(out.ran, fmt.Sprintf("%s skipped (%s)", kind, why))
+	out.skipped = append(out.skipped, fmt.Sprintf("%s did not happen: %s", kind, why))
 }
 
 // healed records a fault of kind that was injected at injected (since started) and has just
@@ -385,21 +417,72 @@ func deposeLeader(fc faultContext, leader *manager, limit time.Duration, logf fu
 	case <-time.After(4 * fc.ttl):
 		logf("%s was not seen ended in time", name)
 	}
-	woke := leader.logSize()
+	woke, wokeAt := leader.logSize(), time.Now()
 	_ = leader.resume()
 	leader.disarmFailpoint()
 	logf("%s resumed", leader.name)
 	// The deposed run ends when it learns it lost the election (it exits; the supervisor starts
 	// a fresh one) or, at the latest, when the next run begins.
 	time.Sleep(leLease)
-	var out []string
+	until := leader.exitedSince(wokeAt)
+	if until.IsZero() {
+		until = time.Now()
+		logf("%s has not exited %s after it woke", leader.name, leLease)
+	} else {
+		logf("%s exited %.1fs after it woke", leader.name, until.Sub(wokeAt).Seconds())
+	}
+	out := deposedWrites(fc.audit, fc.auditFrom, leader.name, wokeAt, until, logf)
+	// Its log too, which names the claim: a grant or a resumed hold it reports.
 	for _, line := range strings.Split(leader.logSince(woke), "\n") {
 		if strings.Contains(line, "Starting manager") {
 			break // a new run of the process: a standby again, allowed to lead later
 		}
-		if strings.Contains(line, "Lock granted") || strings.Contains(line, "Resumed hold") {
-			out = append(out, fmt.Sprintf("%s, deposed, after it woke: %s", leader.name, strings.TrimSpace(line)))
+		for _, act := range []string{"Lock granted", "Resumed hold", "Resumed place"} {
+			if strings.Contains(line, act) {
+				out = append(out, fmt.Sprintf("%s, deposed, logged after it woke: %s", leader.name, strings.TrimSpace(line)))
+			}
 		}
 	}
 	return out, true
+}
+
+// deposedWrites lists the writes of replica that the API server accepted between from and to,
+// reading its audit log from offset off on. A log that shows no write of replica before from
+// (when it led) would mean the checker cannot see the replica at all: that is a finding too.
+func deposedWrites(audit string, off int64, replica string, from, to time.Time, logf func(string, ...any)) []string {
+	f, err := os.Open(audit)
+	if err != nil {
+		return []string{fmt.Sprintf("reading the audit log: %v", err)}
+	}
+	defer func() { _ = f.Close() }()
+	// off was taken while the API server may have been writing a line: start one byte early and
+	// drop everything up to the first line's end.
+	off = max(off-1, 0)
+	data, err := io.ReadAll(io.NewSectionReader(f, off, math.MaxInt64-off))
+	if err != nil {
+		return []string{fmt.Sprintf("reading the audit log: %v", err)}
+	}
+	if off > 0 {
+		_, data, _ = bytes.Cut(data, []byte("\n"))
+	}
+	writes, err := ParseAuditWrites(data)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	led := AcceptedWrites(writes, replica, time.Time{}, from)
+	if len(led) == 0 {
+		return []string{fmt.Sprintf("the audit log shows no write of %s while it led: the checker cannot tell its writes apart", replica)}
+	}
+	tried := 0
+	for _, w := range writes {
+		if w.Replica == replica && !w.At.Before(from) && !w.At.After(to) {
+			tried++
+		}
+	}
+	var out []string
+	for _, w := range AcceptedWrites(writes, replica, from, to) {
+		out = append(out, fmt.Sprintf("%s, deposed, wrote after it woke: %s", replica, w))
+	}
+	logf("audit log: %d writes of %s while it led; after it woke, %d tried, %d accepted", len(led), replica, tried, len(out))
+	return out
 }

@@ -109,7 +109,16 @@ type Result struct {
 	Linearizable                                                       string // porcupine's verdict
 	Liveness                                                           Liveness
 	Valid                                                              bool // enough operations happened before the first fault
-	Duration                                                           time.Duration
+	// CommandsRequired: a commands run, so some lockctl holder's COMMAND must have run (Commands
+	// counts them). CommandStopRequired (a holder-partition fault): some COMMAND cut off from the
+	// API server must have been stopped at its hold's local deadline (CommandsStoppedAtDeadline,
+	// of CommandsCutOff).
+	CommandsRequired, CommandStopRequired               bool
+	Commands, CommandsCutOff, CommandsStoppedAtDeadline int
+	// FaultsSkipped says why each planned fault that did not happen did not: a run whose fault
+	// never fired proves nothing about it, so it fails.
+	FaultsSkipped []string
+	Duration      time.Duration
 }
 
 // Caught lists, sorted, every checker that failed the run: the safety checkers, porcupine, and
@@ -151,7 +160,7 @@ func (r Result) Safety() int {
 
 // Unmet lists the scenario's own requirements that the run did not meet.
 func (r Result) Unmet() []string {
-	var out []string
+	out := slices.Clone(r.FaultsSkipped)
 	if r.FencingRequired && r.Rejected == 0 {
 		out = append(out, "fencing was never exercised: no stale write reached the fenced register")
 	}
@@ -178,6 +187,12 @@ func (r Result) Unmet() []string {
 	}
 	if r.JobsRequired && r.PodKillsHeldThrough == 0 {
 		out = append(out, fmt.Sprintf("no Job kept its hold through a pod killed mid-run (%d pods killed)", r.PodKills))
+	}
+	if r.CommandsRequired && r.Commands == 0 {
+		out = append(out, "no lockctl holder's command ran")
+	}
+	if r.CommandStopRequired && r.CommandsStoppedAtDeadline == 0 {
+		out = append(out, fmt.Sprintf("no command cut off from the API server was stopped at its hold's local deadline (%d cut off)", r.CommandsCutOff))
 	}
 	if r.JobHandoffsRequired && r.JobHandoffsChecked == 0 {
 		out = append(out, "no completed Job was followed by a waiter: the handoff without delay was not checked")
@@ -297,4 +312,12 @@ func WriteBetween(path, beginMarker, endMarker, content string) error {
 	out.WriteString("\n" + content)
 	out.Write(data[end:])
 	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// stamp is a time of day to the millisecond for reports, "-" for none.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format("15:04:05.000")
 }

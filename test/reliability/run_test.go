@@ -61,6 +61,7 @@ type run struct {
 	cancel  context.CancelFunc
 
 	// startRun
+	auditFrom     int64  // where the run's part of the API server's audit log begins
 	ns            string // the run's namespace
 	backendRef    string // its LockBackend ("" for the built-in backend)
 	be            backendEnv
@@ -84,6 +85,7 @@ type run struct {
 	slowHolders       []chan struct{}  // closed when each pinned claimant (claimant 0 of a lock) began to hold
 	roles             *roleWatch       // the pods' role labels and the locks' records (standby runs)
 	jobs              *jobWatch        // the Jobs, resumed and ended (jobs runs)
+	commands          *commandLog      // the lockctl holders' runs (commands runs)
 	decksMu           sync.Mutex       // guards decks
 	decks             map[int]*endDeck // how each lock's Jobs end, by lock number (jobs runs)
 
@@ -157,6 +159,7 @@ func (r *run) stop() {
 // then creates the locks.
 func (r *run) startRun() {
 	t, e, s := r.t, r.e, r.s
+	r.auditFrom = fileSize(e.audit)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rel-"}}
 	if err := e.c.Create(r.ctx, ns); err != nil {
 		t.Fatal(err)
@@ -167,11 +170,7 @@ func (r *run) startRun() {
 
 	var managers []*manager
 	for i := range s.replicas {
-		bugs := s.mutant
-		for _, m := range s.alsoMutants {
-			bugs += "," + string(m)
-		}
-		managers = append(managers, e.startManager(t, fmt.Sprintf("%s-manager-%d", r.ns, i), strings.TrimPrefix(bugs, ",")))
+		managers = append(managers, e.startManager(t, fmt.Sprintf("%s-manager-%d", r.ns, i), strings.Join(s.mutants(), ",")))
 	}
 	r.managers = managers
 	if _, err := waitLeader(r.ctx, r.managers, 60*time.Second); err != nil {
@@ -238,6 +237,7 @@ func (r *run) startWorkload() {
 	}
 
 	r.rec = newRecorder()
+	r.rec.adopt = r.s.commands
 	go r.rec.run(r.ctx, r.e.c, r.ns)
 	if r.s.standby {
 		r.createNodes()
@@ -252,6 +252,9 @@ func (r *run) startWorkload() {
 	go r.smp.run(sampleCtx)
 
 	r.stopNew, r.draining = make(chan struct{}), make(chan struct{})
+	if r.s.commands {
+		r.commands = &commandLog{live: map[*commandClaimant]*liveCommand{}}
+	}
 	for l := range locks {
 		lock := fmt.Sprintf("lock-%d", l)
 		for i := range r.s.claimantsPerLock() {
@@ -259,6 +262,13 @@ func (r *run) startWorkload() {
 			run := cl.run
 			if r.s.jobs {
 				run = r.jobClaimant(cl, l).run
+			}
+			if r.s.commands {
+				cc, err := r.newCommandClaimant(cl)
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				run = cc.run
 			}
 			r.claimants.Add(1)
 			go func() { defer r.claimants.Done(); run(r.ctx) }()
@@ -293,7 +303,7 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 // injectFaults runs the fault plan and counts the grants before the first fault.
 func (r *run) injectFaults() {
 	// Faults, in plan order, each healed before the next.
-	fc := faultContext{t: r.t, ttl: r.s.lockTTL(), started: r.started, managers: r.managers, srv: r.srv, be: r.be, rec: r.rec,
+	fc := faultContext{t: r.t, ttl: r.s.lockTTL(), started: r.started, managers: r.managers, srv: r.srv, be: r.be, rec: r.rec, audit: r.e.audit, auditFrom: r.auditFrom,
 		beforeFirst: func() {
 			for _, g := range r.rec.results() {
 				if !g.Acquired.IsZero() {
@@ -307,6 +317,7 @@ func (r *run) injectFaults() {
 	if r.s.killBeforeRefresh {
 		fc.trigger = r.beforeRefresh
 	}
+	fc.partitionHolder = r.partitionHolder
 	fc.recreate = func(dur time.Duration) string {
 		r.recreated = recreateLock(r.ctx, r.e.c, r.lockSpec("lock-0"), dur)
 		return fmt.Sprintf("lock-0 deleted (last token %d) and re-created at %.1fs", r.recreated.floor, r.recreated.createdAt.Sub(r.started).Seconds())
@@ -454,9 +465,13 @@ func (r *run) newResult() Result {
 	s := r.s
 	res := Result{Scenario: s.name, Backend: s.backend, Seed: r.seed, Faults: strings.Join(r.faults.ran, ", "), TTL: r.ttl,
 		FencingRequired: s.staleWriter, NoLossRequired: s.noLoss, Orphans: r.orphaned,
-		LockDelayRequired: s.lockDelay > 0 && !s.jobs, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
+		// A commands run's holds end without a release only when its dice kill a holder or its
+		// fault cuts one off: the delay is checked there, but not required.
+		LockDelayRequired: s.lockDelay > 0 && !s.jobs && !s.commands, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
-		HolderLabelsRequired: s.standby, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0}
+		HolderLabelsRequired: s.standby, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
+		CommandsRequired: s.commands, CommandStopRequired: slices.Contains(s.kinds, faultHolderPartition),
+		FaultsSkipped: r.faults.skipped}
 	if s.standby && slices.Contains(s.standbyEnds(), EndNodeLoss) {
 		// A node lost under a holder that goes on writing: its later writes must be refused.
 		res.FencingRequired = true
@@ -583,6 +598,9 @@ func (r *run) checkScenario(res *Result) {
 	}
 	if r.jobs != nil {
 		r.checkJobs(res)
+	}
+	if r.commands != nil {
+		r.checkCommands(res)
 	}
 	r.rec.mu.Lock()
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)
@@ -747,13 +765,6 @@ func describeGrants(grants []Grant) string {
 			stamp(g.AcquireTime), stamp(g.ReleaseTime), g.Phase, g.Reason)
 	}
 	return b.String()
-}
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Format("15:04:05.000")
 }
 
 func managerLogs(managers []*manager) string {

@@ -95,11 +95,28 @@ type scenario struct {
 	// its pods mid-run and completes it (ends, when set, replaces that mix). The jobs checkers
 	// judge the Jobs' history beside the claims'.
 	jobs bool
+	// commands makes the claimants `lockctl run` processes outside any pod (commands_run_test.go),
+	// each behind a fault proxy of its own, whose COMMANDs stamp their critical sections; the
+	// commands checker judges the stamps: never two COMMANDs at once on a lock.
+	commands bool
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
 	alsoMutants []mutant.Name
 	expect      string
+}
+
+// mutants lists the scenario's deliberate bugs, its mutant first; none for a scenario that runs
+// no mutant.
+func (s scenario) mutants() []string {
+	if s.mutant == "" {
+		return nil
+	}
+	out := []string{s.mutant}
+	for _, m := range s.alsoMutants {
+		out = append(out, string(m))
+	}
+	return out
 }
 
 // lockPlaces is the locks' number of places.
@@ -154,6 +171,8 @@ func smokeScenarios() []scenario {
 		standby(""),
 		// Jobs as holders: completed, failed, deleted, and with a pod killed mid-run.
 		jobs(""),
+		// lockctl run as holders, one cut off from the API server while its command runs.
+		commandRuns(faultHolderPartition),
 	}
 }
 
@@ -251,6 +270,22 @@ func jobs(kind faultKind) scenario {
 	return s
 }
 
+// commandRuns is the commands workload on the built-in backend with a fault of kind ("" for
+// none): lockctl run holders whose COMMANDs finish, are interrupted, or die with their machine.
+func commandRuns(kind faultKind) scenario {
+	// The locks follow lockctl's advice: lockDelaySeconds at least --grace, so that a COMMAND
+	// is gone before the next holder starts even if it takes its grace to stop.
+	s := scenario{name: "lockctl-run", backend: "kubernetes", replicas: 1, commands: true, lockDelay: commandGrace, workload: 40 * time.Second}
+	if kind == "" {
+		return s
+	}
+	s.name, s.kinds = "lockctl-run-"+string(kind), []faultKind{kind}
+	if managerFault(kind) {
+		s.replicas = 2
+	}
+	return s
+}
+
 // mutantScenario is the short seeded run that must catch mutant m, and the checker that must.
 func mutantScenario(m mutant.Name) scenario {
 	var s scenario
@@ -309,6 +344,10 @@ func mutantScenario(m mutant.Name) scenario {
 		// Every waiting pod is labelled holder beside the one that holds.
 		s = standby("")
 		s.workload, s.expect = 20*time.Second, "holder-labels"
+	case mutant.IgnoreLocalDeadline:
+		// A holder cut off from the API server runs its command on past the grant to the next.
+		s = commandRuns(faultHolderPartition)
+		s.workload, s.expect = 30*time.Second, "commands"
 	case mutant.TerminatingHolderLabel:
 		// Every hold ends by a graceful deletion: the terminating pod stays labelled holder for
 		// its TTL/2..1.5×TTL of termination, longer than the 2 s grace.
@@ -398,7 +437,10 @@ func fullScenarios() []scenario {
 	// Jobs as holders (after the others, so that their seeds stay as they were): without a
 	// fault, across a leader's death, its partition from the API server and its pause past the
 	// leader-election lease.
-	return append(out, jobs(""), jobs(faultLeaderKill), jobs(faultAPIBlackhole), jobs(faultLeaderPause))
+	out = append(out, jobs(""), jobs(faultLeaderKill), jobs(faultAPIBlackhole), jobs(faultLeaderPause))
+	// lockctl run holders (after the others, so that their seeds stay as they were): without a
+	// fault, a holder cut off from the API server, and a leader's death.
+	return append(out, commandRuns(""), commandRuns(faultHolderPartition), commandRuns(faultLeaderKill))
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:

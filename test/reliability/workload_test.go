@@ -47,6 +47,9 @@ type recorder struct {
 	// early keeps the events of claims not expected yet: the controller makes a Standby pod's
 	// claim, whose name the harness learns only from the pod's UID, and may be quicker.
 	early map[string][]claimEvent
+	// adopt records every claim of the namespace, expected or not: lockctl makes the claims of a
+	// commands run, under names of its own.
+	adopt bool
 }
 
 // claimEvent is one watch event of a claim and when it arrived.
@@ -143,6 +146,10 @@ func (r *recorder) observe(t watch.EventType, cl *locksv1alpha1.LockClaim, now t
 
 func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim, now time.Time) {
 	rec, ok := r.grants[cl.Name]
+	if !ok && r.adopt {
+		rec = &claimRec{g: Grant{Lock: cl.Namespace + "/" + cl.Spec.LockName, Claim: cl.Name}, acquired: make(chan struct{}), ended: make(chan struct{})}
+		r.grants[cl.Name], ok = rec, true
+	}
 	if !ok {
 		r.early[cl.Name] = append(r.early[cl.Name], claimEvent{t: t, cl: cl, now: now})
 		return

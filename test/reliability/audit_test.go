@@ -1,0 +1,77 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// auditLine is one audit event as kube-apiserver's JSON log backend writes it (trimmed to the
+// fields that matter, plus a few it always has).
+func auditLine(replica, verb, resource, sub, ns, name string, code int, at string) string {
+	imp := ""
+	if replica != "" {
+		imp = fmt.Sprintf(`"impersonatedUser":{"username":"system:serviceaccount:lockwarden-system:lockwarden","groups":["system:serviceaccounts"],"extra":{%q:[%q]}},`, ReplicaExtra, replica)
+	}
+	return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"ResponseComplete","requestURI":"/x","verb":%q,"user":{"username":"admin","groups":["system:masters"]},%s"sourceIPs":["127.0.0.1"],"objectRef":{"resource":%q,"namespace":%q,"name":%q,"apiGroup":"locks.lockwarden.io","apiVersion":"v1alpha1","subresource":%q},"responseStatus":{"metadata":{},"code":%d},"requestReceivedTimestamp":%q,"stageTimestamp":%q}`,
+		verb, imp, resource, ns, name, sub, code, at, at)
+}
+
+func TestAcceptedWrites(t *testing.T) {
+	lines := []string{
+		auditLine("m0", "update", "lockclaims", "status", "ns", "before", 200, "2026-12-05T12:00:00.500000Z"),
+		auditLine("m0", "update", "lockclaims", "status", "ns", "granted", 200, "2026-12-05T12:00:02.000000Z"),
+		auditLine("m0", "update", "lockclaims", "status", "ns", "refused", 409, "2026-12-05T12:00:02.100000Z"),
+		auditLine("m0", "create", "subjectaccessreviews", "", "", "", 201, "2026-12-05T12:00:02.200000Z"),
+		auditLine("m0", "patch", "pods", "", "ns", "p", 200, "2026-12-05T12:00:02.300000Z"),
+		auditLine("m1", "update", "lockclaims", "status", "ns", "other-replica", 200, "2026-12-05T12:00:02.400000Z"),
+		auditLine("", "delete", "lockclaims", "", "ns", "harness", 200, "2026-12-05T12:00:02.500000Z"),
+		auditLine("m0", "create", "leases", "", "lockwarden-system", "after", 201, "2026-12-05T12:00:09.000000Z"),
+		`{"kind":"Event","stage":"ResponseStarted","verb":"up`, // still being written
+	}
+	writes, err := ParseAuditWrites([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 8 {
+		t.Fatalf("parsed %d writes, want 8 (the partial last line left out): %v", len(writes), writes)
+	}
+	if w := writes[0]; w.Replica != "m0" || w.Resource != "lockclaims/status" || w.Name != "before" || w.Code != 200 {
+		t.Errorf("first write parsed as %+v", w)
+	}
+	if writes[6].Replica != "" {
+		t.Errorf("a request made without impersonation named replica %q", writes[6].Replica)
+	}
+	from := time.Date(2026, 12, 5, 12, 0, 1, 0, time.UTC)
+	to := from.Add(5 * time.Second)
+	var got []string
+	for _, w := range AcceptedWrites(writes, "m0", from, to) {
+		got = append(got, w.Name)
+	}
+	if want := "granted,p"; strings.Join(got, ",") != want {
+		t.Errorf("accepted writes of m0 in the window: %v, want %s", got, want)
+	}
+}
+
+func TestParseAuditWritesRejectsGarbage(t *testing.T) {
+	if _, err := ParseAuditWrites([]byte("not json\n")); err == nil {
+		t.Error("a line that is not an audit event parsed without error")
+	}
+}
