@@ -21,6 +21,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"slices"
 	"time"
 )
@@ -123,6 +126,26 @@ func ParseAuditWrites(data []byte) ([]AuditWrite, error) {
 		out = append(out, w)
 	}
 	return out, sc.Err()
+}
+
+// ReadAuditLog reads the audit log at path from offset off on (an offset taken while the API
+// server may have been writing a line: the line it falls in is skipped).
+func ReadAuditLog(path string, off int64) ([]AuditWrite, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	// Start one byte early and drop everything up to the first line's end.
+	off = max(off-1, 0)
+	data, err := io.ReadAll(io.NewSectionReader(f, off, math.MaxInt64-off))
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	if off > 0 {
+		_, data, _ = bytes.Cut(data, []byte("\n"))
+	}
+	return ParseAuditWrites(data)
 }
 
 // readOnlyCreates are creates that change no state: access and token reviews.

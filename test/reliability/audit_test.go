@@ -75,3 +75,41 @@ func TestParseAuditWritesRejectsGarbage(t *testing.T) {
 		t.Error("a line that is not an audit event parsed without error")
 	}
 }
+
+func TestCheckEvictionTargets(t *testing.T) {
+	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	grants := []Grant{
+		{Lock: "ns/l", Claim: "lost-a", Token: 1, Lost: true, Released: at(0)},
+		{Lock: "ns/l", Claim: "kept", Token: 2, Released: at(100)},
+		{Lock: "ns/m", Claim: "lost-b", Token: 3, Lost: true, Released: at(0)},
+	}
+	evict := func(replica, name string, code, ms int) AuditWrite {
+		return AuditWrite{Replica: replica, Verb: "create", Resource: "pods/eviction", Namespace: "ns", Name: name, Code: code, At: at(ms)}
+	}
+	cases := map[string]struct {
+		writes []AuditWrite
+		want   []string
+	}{
+		"each lost pod evicted": {writes: []AuditWrite{evict("m0", "lost-a", 201, 50), evict("m0", "lost-b", 429, 60), evict("m0", "lost-b", 201, 900)}},
+		"a pod that kept its lock evicted": {writes: []AuditWrite{evict("m0", "lost-a", 201, 50), evict("m0", "kept", 201, 60), evict("m0", "lost-b", 201, 70)},
+			want: []string{"evicted pod ns/kept"}},
+		"refused and foreign evictions do not count": {writes: []AuditWrite{evict("m0", "lost-a", 429, 50), evict("", "lost-b", 201, 60)},
+			want: []string{"lost-a (token 1) was seen Lost", "lost-b (token 3) was seen Lost"}},
+		"too late": {writes: []AuditWrite{evict("m0", "lost-a", 201, 15_001), evict("m0", "lost-b", 201, 10)},
+			want: []string{"evicted only 15.001s later"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := CheckEvictionTargets(grants, tc.writes, 15*time.Second)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %d violations", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d = %q, want it to mention %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

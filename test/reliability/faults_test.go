@@ -19,12 +19,8 @@ limitations under the License.
 package reliability
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -450,22 +446,7 @@ func deposeLeader(fc faultContext, leader *manager, limit time.Duration, logf fu
 // reading its audit log from offset off on. A log that shows no write of replica before from
 // (when it led) would mean the checker cannot see the replica at all: that is a finding too.
 func deposedWrites(audit string, off int64, replica string, from, to time.Time, logf func(string, ...any)) []string {
-	f, err := os.Open(audit)
-	if err != nil {
-		return []string{fmt.Sprintf("reading the audit log: %v", err)}
-	}
-	defer func() { _ = f.Close() }()
-	// off was taken while the API server may have been writing a line: start one byte early and
-	// drop everything up to the first line's end.
-	off = max(off-1, 0)
-	data, err := io.ReadAll(io.NewSectionReader(f, off, math.MaxInt64-off))
-	if err != nil {
-		return []string{fmt.Sprintf("reading the audit log: %v", err)}
-	}
-	if off > 0 {
-		_, data, _ = bytes.Cut(data, []byte("\n"))
-	}
-	writes, err := ParseAuditWrites(data)
+	writes, err := ReadAuditLog(audit, off)
 	if err != nil {
 		return []string{err.Error()}
 	}

@@ -146,3 +146,45 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return minTime(a, b)
 }
+
+// CheckEvictionTargets checks the managers' evictions as the API server's audit log recorded
+// them (lossPolicy Evict, claimants whose pod is named as their claim): every eviction a replica
+// made that the API server accepted was of the pod of a claim seen Lost, and every claim seen Lost
+// had its pod evicted so, within bound of being seen Lost. One line per violation: a pod evicted
+// whose claim kept its lock (or that holds none), a lost claim's pod never evicted or too late.
+func CheckEvictionTargets(grants []Grant, writes []AuditWrite, bound time.Duration) []string {
+	lost := map[string]Grant{} // by namespace/claim, which is namespace/pod
+	for _, g := range grants {
+		if g.Lost {
+			ns, _, _ := strings.Cut(g.Lock, "/")
+			lost[ns+"/"+g.Claim] = g
+		}
+	}
+	evicted := map[string]time.Time{} // the first accepted eviction of each pod
+	var out []string
+	for _, w := range writes {
+		if w.Replica == "" || w.Verb != "create" || w.Resource != "pods/eviction" || w.Code < 200 || w.Code >= 300 {
+			continue
+		}
+		pod := w.Namespace + "/" + w.Name
+		if _, ok := lost[pod]; !ok {
+			out = append(out, fmt.Sprintf("%s evicted pod %s, whose claim was not seen Lost", w.Replica, pod))
+		}
+		if _, ok := evicted[pod]; !ok {
+			evicted[pod] = w.At
+		}
+	}
+	for _, pod := range sortedKeys(lost) {
+		g := lost[pod]
+		at, ok := evicted[pod]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("lock %s: claim %s (token %d) was seen Lost at %s and the audit log shows no eviction of its pod",
+				g.Lock, g.Claim, g.Token, stamp(g.Released)))
+		case at.Sub(g.Released) > bound:
+			out = append(out, fmt.Sprintf("lock %s: claim %s (token %d) was seen Lost at %s and its pod evicted only %s later (bound %s)",
+				g.Lock, g.Claim, g.Token, stamp(g.Released), at.Sub(g.Released).Round(time.Millisecond), bound))
+		}
+	}
+	return out
+}

@@ -575,6 +575,12 @@ func (r *run) checkScenario(res *Result) {
 	}
 	if s.lossPolicy == locksv1alpha1.LossPolicyEvict {
 		res.Violations = append(res.Violations, findings("evicted", CheckEvicted(grants, evictionBound))...)
+		// Which pods were evicted, by the API server's account.
+		writes, err := ReadAuditLog(r.e.audit, r.auditFrom)
+		if err != nil {
+			r.errf("%v", err)
+		}
+		res.Violations = append(res.Violations, findings("evicted", CheckEvictionTargets(grants, writes, evictionBound))...)
 		for _, g := range grants {
 			if g.Lost && !earliest(g.Evicted, g.PodGone).IsZero() {
 				res.Evictions++
