@@ -38,7 +38,8 @@ const ReplicaExtra = "lockwarden-replica"
 
 // AuditPolicy records every request that may change state, once, when its response is complete:
 // reads and watches are left out (the harness polls; they would swamp the log) and so are
-// Events, which are reports, not state.
+// Events, which are reports, not state. Status writes of claims and pods keep their request
+// body, so that the log says which one granted a claim (phase Held) or failed a pod.
 const AuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -50,6 +51,13 @@ rules:
   - group: ""
     resources: ["events"]
   - group: "events.k8s.io"
+- level: Request
+  verbs: ["update", "patch"]
+  resources:
+  - group: "locks.lockwarden.io"
+    resources: ["lockclaims/status"]
+  - group: ""
+    resources: ["pods/status"]
 - level: Metadata
 `
 
@@ -62,6 +70,9 @@ type AuditWrite struct {
 	Resource, Namespace, Name string
 	// Code is the response's HTTP status.
 	Code int
+	// Phase is the status.phase the request wrote, for the status writes whose body the log
+	// keeps ("" when it wrote none: a renewal, a condition).
+	Phase string
 	// At is when the API server received it, by the API server's clock.
 	At time.Time
 }
@@ -90,6 +101,11 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	RequestObject *struct {
+		Status struct {
+			Phase string `json:"phase"`
+		} `json:"status"`
+	} `json:"requestObject"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
 
@@ -117,6 +133,9 @@ func ParseAuditWrites(data []byte) ([]AuditWrite, error) {
 			Name: ev.ObjectRef.Name, Code: ev.ResponseStatus.Code, At: ev.RequestReceivedTimestamp}
 		if ev.ObjectRef.Subresource != "" {
 			w.Resource += "/" + ev.ObjectRef.Subresource
+		}
+		if ev.RequestObject != nil {
+			w.Phase = ev.RequestObject.Status.Phase
 		}
 		if ev.ImpersonatedUser != nil {
 			if r := ev.ImpersonatedUser.Extra[ReplicaExtra]; len(r) > 0 {

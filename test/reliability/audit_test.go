@@ -113,3 +113,46 @@ func TestCheckEvictionTargets(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckLockDelayAudited(t *testing.T) {
+	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	ended := func(claim string, end EndKind) Grant {
+		return Grant{Lock: "ns/l", Claim: claim, Token: 1, End: end, Phase: "Released", Reason: "HolderTerminated"}
+	}
+	grants := []Grant{ended("a", EndPodDelete), ended("b", EndSilentDeath), {Lock: "ns/l", Claim: "c"}, {Lock: "ns/l", Claim: "d"},
+		{Lock: "ns/l", Claim: "e", End: EndRelease, Phase: "Released"}}
+	grant := func(claim string, ms int) AuditWrite {
+		return AuditWrite{Replica: "m0", Verb: "patch", Resource: "lockclaims/status", Namespace: "ns", Name: claim, Code: 200, Phase: "Held", At: at(ms)}
+	}
+	deletePod := AuditWrite{Verb: "delete", Resource: "pods", Namespace: "ns", Name: "a", Code: 200, At: at(0)}
+	failPod := AuditWrite{Verb: "update", Resource: "pods/status", Namespace: "ns", Name: "b", Code: 200, Phase: "Failed", At: at(10_000)}
+	runningPod := AuditWrite{Verb: "update", Resource: "pods/status", Namespace: "ns", Name: "b", Code: 200, Phase: "Running", At: at(9_000)}
+	renewal := AuditWrite{Replica: "m0", Verb: "patch", Resource: "lockclaims/status", Namespace: "ns", Name: "d", Code: 200, At: at(500)}
+	cases := map[string]struct {
+		writes  []AuditWrite
+		checked int
+		want    []string
+	}{
+		"both waited": {writes: []AuditWrite{grant("a", -5000), deletePod, renewal, grant("c", 3000), grant("b", 4000), runningPod, failPod, grant("d", 13_000)}, checked: 2},
+		"granted early after a pod deletion": {writes: []AuditWrite{deletePod, grant("c", 2999), runningPod, failPod, grant("d", 13_000)}, checked: 2,
+			want: []string{"c granted at", "2.999s after the harness ended the pod of a"}},
+		"granted early after a pod failed": {writes: []AuditWrite{runningPod, failPod, grant("d", 10_001), {Replica: "m0", Verb: "patch", Resource: "lockclaims/status", Namespace: "ns", Name: "c", Code: 409, Phase: "Held", At: at(9_500)}}, checked: 1,
+			want: []string{"d granted at", "1ms after the harness ended the pod of b"}},
+		"no grant after the end": {writes: []AuditWrite{deletePod}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := CheckLockDelayAudited(grants, tc.writes, 3*time.Second)
+			if got.Checked != tc.checked || len(got.Violations) != len(tc.want)/2 {
+				t.Fatalf("checked %d (want %d), violations %q (want %d)", got.Checked, tc.checked, got.Violations, len(tc.want)/2)
+			}
+			for i := 0; i < len(tc.want); i += 2 {
+				v := got.Violations[i/2]
+				if !strings.Contains(v, tc.want[i]) || !strings.Contains(v, tc.want[i+1]) {
+					t.Errorf("violation %q, want it to mention %q and %q", v, tc.want[i], tc.want[i+1])
+				}
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ package reliability
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -186,5 +187,74 @@ func CheckEvictionTargets(grants []Grant, writes []AuditWrite, bound time.Durati
 				g.Lock, g.Claim, g.Token, stamp(g.Released), at.Sub(g.Released).Round(time.Millisecond), bound))
 		}
 	}
+	return out
+}
+
+// CheckLockDelayAudited checks spec.lockDelaySeconds (delay) with the API server's clock alone,
+// from its audit log, for the holds the harness ended by ending their pod: deleted
+// (EndPodDelete) or marked Failed (EndSilentDeath), each ended without a release by the
+// controller's account (Released, HolderTerminated). The end is when the API server received
+// the harness's request (its delete of the pod, or its status write of phase Failed), before
+// the controller could have seen it; the next grant of the lock is the first status write of a
+// manager that set a claim of the lock Held and was received after that end. It must have been
+// received no earlier than delay after the end. Unlike CheckLockDelay, no time here comes from
+// the controller: a controller that measured the delay from a wrong instant, or by a clock of its
+// own that ran ahead, fails it. One line per violation; Checked counts the grants judged.
+func CheckLockDelayAudited(grants []Grant, writes []AuditWrite, delay time.Duration) LockDelayCheck {
+	var out LockDelayCheck
+	type event struct {
+		claim string
+		at    time.Time
+	}
+	granted := map[string][]event{} // by lock (namespace/name): each claim's first grant write
+	lockOf := map[string]string{}   // namespace/claim → lock
+	for _, g := range grants {
+		ns, _, _ := strings.Cut(g.Lock, "/")
+		lockOf[ns+"/"+g.Claim] = g.Lock
+	}
+	seen := map[string]bool{}
+	ended := map[string]time.Time{} // namespace/pod → the harness's ending request
+	for _, w := range writes {
+		if w.Code < 200 || w.Code >= 300 {
+			continue
+		}
+		key := w.Namespace + "/" + w.Name
+		switch {
+		case w.Replica != "" && w.Resource == "lockclaims/status" && w.Phase == "Held" && !seen[key]:
+			seen[key] = true
+			if lock, ok := lockOf[key]; ok {
+				granted[lock] = append(granted[lock], event{w.Name, w.At})
+			}
+		case w.Replica == "" && (w.Resource == "pods" && w.Verb == "delete" || w.Resource == "pods/status" && w.Phase == "Failed"):
+			if _, ok := ended[key]; !ok {
+				ended[key] = w.At
+			}
+		}
+	}
+	for _, h := range grants {
+		if h.End != EndPodDelete && h.End != EndSilentDeath || h.Lost || !EndedWithoutRelease(h) {
+			continue
+		}
+		ns, _, _ := strings.Cut(h.Lock, "/")
+		end, ok := ended[ns+"/"+h.Claim]
+		if !ok {
+			continue
+		}
+		var next *event
+		for i, g := range granted[h.Lock] {
+			if g.claim != h.Claim && g.at.After(end) && (next == nil || g.at.Before(next.at)) {
+				next = &granted[h.Lock][i]
+			}
+		}
+		if next == nil {
+			continue
+		}
+		out.Checked++
+		if gap := next.at.Sub(end); gap < delay {
+			out.Violations = append(out.Violations, fmt.Sprintf("lock %s: %s granted at %s by the API server's clock, %s after the harness ended the pod of %s (token %d, %s) at %s; lockDelay is %s",
+				h.Lock, next.claim, next.at.Format(time.StampMicro), gap.Round(time.Microsecond), h.Claim, h.Token, h.End, end.Format(time.StampMicro), delay))
+		}
+	}
+	slices.Sort(out.Violations)
 	return out
 }

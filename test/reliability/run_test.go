@@ -572,6 +572,16 @@ func (r *run) checkScenario(res *Result) {
 		delay := CheckLockDelay(grants, s.lockDelay)
 		res.Violations = append(res.Violations, findings("lock-delay", delay.Violations)...)
 		res.DelayedGrants = delay.Checked
+		if s.lockPlaces() == 1 {
+			// The same by the API server's clock, for the holds whose pod the harness ended.
+			writes, err := ReadAuditLog(r.e.audit, r.auditFrom)
+			if err != nil {
+				r.errf("%v", err)
+			}
+			audited := CheckLockDelayAudited(grants, writes, s.lockDelay)
+			res.Violations = append(res.Violations, findings("lock-delay", audited.Violations)...)
+			r.faults.log = append(r.faults.log, fmt.Sprintf("lock delay by the API server's clock: %d grants judged after a pod the harness ended", audited.Checked))
+		}
 	}
 	if s.lossPolicy == locksv1alpha1.LossPolicyEvict {
 		res.Violations = append(res.Violations, findings("evicted", CheckEvicted(grants, evictionBound))...)
