@@ -71,6 +71,9 @@ type env struct {
 	manager string // path of the built manager binary (test clock, failpoints)
 	dir     string // scratch directory: kubeconfigs, manager logs
 	audit   string // the API server's audit log (AuditPolicy, JSON lines)
+	// apiserver and etcd are the processes envtest started, which faults under the API server
+	// pause (by PID: they are this process's children).
+	apiserver, etcd int
 
 	lockctl, lockctlMutants builtOnce // lockctl, built on first use (commands runs), and with the mutants tag
 
@@ -138,6 +141,18 @@ func startEnv(t *testing.T) *env {
 		}
 	})
 	e.cfg = cfg
+	// Before any backend server starts: the only etcd child now is the API server's.
+	apiservers, etcds := proc.ChildrenNamed("kube-apiserver"), proc.ChildrenNamed("etcd")
+	if len(apiservers) != 1 || len(etcds) != 1 {
+		t.Fatalf("envtest's processes: kube-apiserver %v, etcd %v; want one of each", apiservers, etcds)
+	}
+	e.apiserver, e.etcd = apiservers[0], etcds[0]
+	t.Cleanup(func() {
+		// A fault cut short by a failure must not leave the control plane stopped for envtest's
+		// own shutdown.
+		_ = syscall.Kill(e.apiserver, syscall.SIGCONT)
+		_ = syscall.Kill(e.etcd, syscall.SIGCONT)
+	})
 	if e.c, err = client.NewWithWatch(cfg, client.Options{Scheme: e.scheme}); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +74,11 @@ const (
 	// faultHolderPartition cuts a lockctl holder whose COMMAND runs off from the API server, both
 	// ways (commands runs): its hold's local deadline must stop the COMMAND before the next grant.
 	faultHolderPartition faultKind = "holder-partition"
+	// Faults under the API server: SIGSTOP of envtest's kube-apiserver, or of the etcd it stores
+	// everything in, SIGCONT at heal. Every client of the API (the managers, the holders, and the
+	// harness's own reads) waits meanwhile.
+	faultAPIServerPause faultKind = "apiserver-pause"
+	faultAPIEtcdPause   faultKind = "apiserver-etcd-pause"
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -118,6 +124,16 @@ func managerFault(k faultKind) bool {
 	return k == faultLeaderKill || k == faultLeaderPause || k == faultAPIRefuse || k == faultAPIBlackhole || k == faultAPILatency ||
 		k == faultClockForward || k == faultClockBack || k == faultLeaderDeposed
 }
+
+// controlPlaneFault says whether a fault hits the API server or its etcd: every manager feels it,
+// as it feels a manager fault, but there is no leader to aim at.
+func controlPlaneFault(k faultKind) bool {
+	return k == faultAPIServerPause || k == faultAPIEtcdPause
+}
+
+// hitsManagers says whether a fault disturbs the managers (a manager fault or one under the API
+// server): such scenarios run two replicas, and their drain waits a leader-election lease more.
+func hitsManagers(k faultKind) bool { return managerFault(k) || controlPlaneFault(k) }
 
 // fault is one planned fault: start after the workload began, lasting dur.
 type fault struct {
@@ -190,6 +206,9 @@ type faultContext struct {
 	partitionHolder func(dur time.Duration) (string, bool)
 	// rec is the claim history, which a deposed-leader fault waits on.
 	rec *recorder
+	// controlPlane has the processes of the API server and its etcd, which a fault under the
+	// API server pauses.
+	controlPlane *env
 	// audit is the API server's audit log, where a deposed leader's writes are looked for, from
 	// offset auditFrom (the run's start) on.
 	audit     string
@@ -317,6 +336,15 @@ func inject(fc faultContext, leader *manager, kind faultKind) (heal func()) {
 			t.Errorf("pausing %s: %v", leader.name, err)
 		}
 		heal = func() { _ = leader.resume() }
+	case faultAPIServerPause, faultAPIEtcdPause:
+		pid := fc.controlPlane.apiserver
+		if kind == faultAPIEtcdPause {
+			pid = fc.controlPlane.etcd
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Errorf("pausing %s (pid %d): %v", kind, pid, err)
+		}
+		heal = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
 	case faultAPIRefuse:
 		leader.api.Partition(faultproxy.Refuse)
 		heal = leader.api.Heal

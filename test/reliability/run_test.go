@@ -303,7 +303,7 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 // injectFaults runs the fault plan and counts the grants before the first fault.
 func (r *run) injectFaults() {
 	// Faults, in plan order, each healed before the next.
-	fc := faultContext{t: r.t, ttl: r.s.lockTTL(), started: r.started, managers: r.managers, srv: r.srv, be: r.be, rec: r.rec, audit: r.e.audit, auditFrom: r.auditFrom,
+	fc := faultContext{t: r.t, ttl: r.s.lockTTL(), started: r.started, managers: r.managers, srv: r.srv, be: r.be, rec: r.rec, audit: r.e.audit, auditFrom: r.auditFrom, controlPlane: r.e,
 		beforeFirst: func() {
 			for _, g := range r.rec.results() {
 				if !g.Acquired.IsZero() {
@@ -377,7 +377,7 @@ func (r *run) drain() {
 	// plus a leader-election lease when a fault hit a manager.
 	hitManager := false
 	for _, f := range r.plan {
-		hitManager = hitManager || managerFault(f.kind)
+		hitManager = hitManager || hitsManagers(f.kind)
 	}
 	healed := time.Since(r.started)
 	workload := max(r.s.workload, healed+2*ttl)

@@ -386,7 +386,7 @@ func fullScenarios() []scenario {
 		kinds := append(slices.Clip(managerKinds[backend]), faultsOf(backend)...)
 		for _, k := range kinds {
 			replicas := 1
-			if managerFault(k) && k != faultAPILatency {
+			if hitsManagers(k) && k != faultAPILatency {
 				replicas = 2
 			}
 			// One Redlock node of three down leaves a majority: no hold may be lost to it.
@@ -440,7 +440,17 @@ func fullScenarios() []scenario {
 	out = append(out, jobs(""), jobs(faultLeaderKill), jobs(faultAPIBlackhole), jobs(faultLeaderPause))
 	// lockctl run holders (after the others, so that their seeds stay as they were): without a
 	// fault, a holder cut off from the API server, and a leader's death.
-	return append(out, commandRuns(""), commandRuns(faultHolderPartition), commandRuns(faultLeaderKill))
+	out = append(out, commandRuns(""), commandRuns(faultHolderPartition), commandRuns(faultLeaderKill))
+	// Faults under the API server (after the others, so that their seeds stay as they were): the
+	// kube-apiserver or its etcd stopped for 1–3 TTLs, with two replicas; on the built-in backend,
+	// whose locks live there, and on Redis, whose do not.
+	for _, s := range []struct {
+		backend string
+		kind    faultKind
+	}{{"kubernetes", faultAPIServerPause}, {"kubernetes", faultAPIEtcdPause}, {"redis", faultAPIServerPause}} {
+		out = append(out, scenario{name: string(s.kind), backend: s.backend, replicas: 2, kinds: []faultKind{s.kind}, workload: 40 * time.Second})
+	}
+	return out
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:

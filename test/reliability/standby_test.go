@@ -70,7 +70,7 @@ const nodeRunLabel = "reliability.lockwarden.io/run"
 func (r *run) roleGrace() time.Duration {
 	grace := 2 * time.Second
 	for _, f := range r.plan {
-		if managerFault(f.kind) {
+		if hitsManagers(f.kind) {
 			return grace + leLease + r.ttl
 		}
 	}

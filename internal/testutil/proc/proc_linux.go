@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -110,4 +111,22 @@ func alive(pids []int) bool {
 		}
 	}
 	return false
+}
+
+// ChildrenNamed lists the running children of this process whose command name (as the kernel
+// keeps it, the first 15 bytes of the executable's name) is name: the servers a library started
+// for the test without handing out their process, e.g. envtest's kube-apiserver and etcd.
+func ChildrenNamed(name string) []int {
+	self := os.Getpid()
+	var out []int
+	for _, p := range running() {
+		if p.ppid != self {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == name {
+			out = append(out, p.pid)
+		}
+	}
+	return out
 }

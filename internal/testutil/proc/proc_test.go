@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -144,4 +145,21 @@ func TestWaitTCP(t *testing.T) {
 		}
 	})
 	g.Expect(sleeps.WaitTCP(ctx, addr)).To(Succeed())
+}
+
+// A child started by other code is found by its command name, and only this process's children.
+func TestChildrenNamed(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	// A copy of sleep under a name no other process has.
+	bin := filepath.Join(dir, "lw-childtest")
+	data, err := os.ReadFile("/bin/sleep")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
+	cmd := exec.Command(bin, "300")
+	g.Expect(cmd.Start()).To(Succeed())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	g.Eventually(func() []int { return proc.ChildrenNamed("lw-childtest") }).Should(Equal([]int{cmd.Process.Pid}))
+	g.Expect(proc.ChildrenNamed("lw-no-such-child")).To(BeEmpty())
 }
