@@ -205,7 +205,7 @@ func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha
 	if records, ok := backends.AsRecordKeeper(s.backend); ok {
 		// The lock record is the hold: it lives while the session that keeps it was renewed in
 		// time since the grant.
-		expire, alive, err := records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl)
+		expire, alive, err := seams.resumeAlive(records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl))
 		switch {
 		case err != nil:
 			return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
@@ -219,6 +219,7 @@ func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha
 		return r.resumePlace(ctx, s, rec)
 	}
 	current, err := s.backend.Inspect(ctx, s.key)
+	current, err = seams.resumeFound(current, err, recordBackendIdentity(rec))
 	switch {
 	case errors.Is(err, backends.ErrNotHeld):
 		return nil, "The lock expired while no controller renewed it: the backend no longer holds it for this holder", nil

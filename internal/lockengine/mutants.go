@@ -52,6 +52,19 @@ func init() {
 			return next(queue, holds, maxHolders)
 		}
 	}
+	if mutant.Active(mutant.ResumeLapsed) {
+		// A hold the backend let go while no controller renewed it is taken for alive: the pass
+		// takes the key again for it and it goes on with its old token (etcd #11456's class).
+		seams.resumeFound = func(current backends.Lease, err error, identity string) (backends.Lease, error) {
+			if errors.Is(err, backends.ErrNotHeld) {
+				return backends.Lease{Identity: identity}, nil
+			}
+			return current, err
+		}
+		seams.resumeAlive = func(expire time.Time, _ bool, err error) (time.Time, bool, error) {
+			return expire, err == nil, err
+		}
+	}
 	if mutant.Active(mutant.IgnoreLockDelay) {
 		seams.grantDelay = func(*time.Time, time.Time) time.Duration { return 0 }
 	}

@@ -47,6 +47,13 @@ var seams = struct {
 	claimPatch func(before client.Object) client.Patch
 	// passDone runs once a pass has written what it decided: nothing.
 	passDone func(ctx context.Context, s *lockScope)
+	// resumeFound is the backend's answer to the Inspect with which a pass resumes a hold after
+	// a restart or a leader change, as the pass takes it: as it is (holds.go). identity is the
+	// hold's.
+	resumeFound func(current backends.Lease, err error, identity string) (backends.Lease, error)
+	// resumeAlive is the record keeper's answer to whether a resumed hold lives, as the pass
+	// takes it: as it is (holds.go).
+	resumeAlive func(expire time.Time, alive bool, err error) (time.Time, bool, error)
 }{
 	planGrants:   planGrants,
 	grantDelay:   grantDelay,
@@ -59,4 +66,10 @@ var seams = struct {
 		return client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	},
 	passDone: func(context.Context, *lockScope) {},
+	resumeFound: func(current backends.Lease, err error, _ string) (backends.Lease, error) {
+		return current, err
+	},
+	resumeAlive: func(expire time.Time, alive bool, err error) (time.Time, bool, error) {
+		return expire, alive, err
+	},
 }

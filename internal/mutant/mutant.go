@@ -78,6 +78,11 @@ const (
 	// past its local deadline: a holder cut off from the API server keeps running its command
 	// after the controller has given the lock to the next.
 	IgnoreLocalDeadline Name = "ignore-local-deadline"
+	// ResumeLapsed takes a hold for alive when a pass resumes it after a restart or a leader
+	// change although the backend let it go meanwhile (the class of etcd #11456, where a lease
+	// was not checked again after a wait): the key is taken again for it, and it goes on with
+	// its old token as if it had never lapsed.
+	ResumeLapsed Name = "resume-lapsed"
 	// ResumeUnheld resumes a Job (any workload object that waits suspended for a lock) as soon as
 	// its claim is queued, before it holds: two Jobs of one lock run at once.
 	ResumeUnheld Name = "resume-unheld"
@@ -86,4 +91,4 @@ const (
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
 	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder,
-	IgnoreLocalDeadline}
+	IgnoreLocalDeadline, ResumeLapsed}

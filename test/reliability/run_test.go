@@ -558,6 +558,7 @@ func (r *run) checkBackend(res *Result) ([]HeldSample, []KeyTimeline) {
 	view := CheckBackendView(timelines, r.grants, ViewGrace)
 	res.Violations = append(res.Violations, findings("backend-view", view.Violations)...)
 	res.ViewAllowed, res.ViewLongest = view.Allowed, view.Longest
+	res.Violations = append(res.Violations, findings("lapse", CheckNoResumedLapse(timelines, r.grants, LapseGap))...)
 	return samples, timelines
 }
 

@@ -344,6 +344,10 @@ func mutantScenario(m mutant.Name) scenario {
 		// Every waiting pod is labelled holder beside the one that holds.
 		s = standby("")
 		s.workload, s.expect = 20*time.Second, "holder-labels"
+	case mutant.ResumeLapsed:
+		// The leader is killed while Redis holds keys; the standby takes over only after the
+		// 15 s leader-election lease, three leases after their last renewal: every hold lapsed.
+		s = scenario{name: "leader-kill", backend: "redis", replicas: 2, kinds: []faultKind{faultLeaderKill}, workload: 30 * time.Second, expect: "lapse"}
 	case mutant.IgnoreLocalDeadline:
 		// A holder cut off from the API server runs its command on past the grant to the next.
 		s = commandRuns(faultHolderPartition)

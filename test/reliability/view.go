@@ -308,3 +308,57 @@ func ClassifyWrites(lock string, grants []Grant, log []Write) StaleWrites {
 	}
 	return out
 }
+
+// LapseGap is how long a hold's key must have been seen gone from the backend before its coming
+// back for the same hold counts as a lapsed hold resumed: longer than any stale read (a polled
+// read that began before a change and returned after it), far shorter than a failover.
+const LapseGap = time.Second
+
+// CheckNoResumedLapse checks that a hold the backend let go stays gone: while a claim is Held
+// (first seen Held to first seen ended), once the backend has held its key for the claim's
+// identity, the key may go to no one else, or be free, for gap or longer and then be held for
+// that identity again. A correct controller finds such a hold lapsed when it next looks (a
+// renewal answered "lost", or a resume after a restart or a leader change that finds the key
+// gone) and ends the claim Lost; taking the key again for it lets a holder go on with its old
+// token across a stretch in which anyone may have held the lock (the class of etcd #11456). One
+// line per hold.
+func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Duration) []string {
+	byLock := map[string][]Grant{}
+	for _, g := range grants {
+		if !g.Acquired.IsZero() && g.Identity != "" {
+			byLock[g.Lock] = append(byLock[g.Lock], g)
+		}
+	}
+	var out []string
+	for _, tl := range timelines {
+		for _, g := range byLock[tl.Lock] {
+			end := g.Released
+			if end.IsZero() {
+				end = tl.End
+			}
+			held := func(s KeyState) bool { return s.Holder == g.Identity || slices.Contains(s.Places, g.Identity) }
+			var seenHeld bool
+			var goneSince time.Time // zero while the key is held for g (or unknown)
+			for i, s := range tl.States {
+				stop := tl.End
+				if i+1 < len(tl.States) {
+					stop = tl.States[i+1].At
+				}
+				if !stop.After(g.Acquired) || !s.At.Before(end) || !s.Known {
+					continue
+				}
+				switch {
+				case held(s) && seenHeld && !goneSince.IsZero() && s.At.Sub(goneSince) >= gap:
+					out = append(out, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) stayed Held while key %s was gone from the backend for it from %s and held for it again at %s: a lapsed hold resumed",
+						tl.Lock, g.Claim, g.Token, g.Identity, tl.Key, goneSince.Format(time.StampMilli), s.At.Format(time.StampMilli)))
+					goneSince = time.Time{}
+				case held(s):
+					seenHeld, goneSince = true, time.Time{}
+				case seenHeld && goneSince.IsZero():
+					goneSince = maxTime(s.At, g.Acquired)
+				}
+			}
+		}
+	}
+	return out
+}

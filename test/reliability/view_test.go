@@ -17,6 +17,7 @@ limitations under the License.
 package reliability
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -231,5 +232,47 @@ func TestClassifyWrites(t *testing.T) {
 		if got := ClassifyWrites("ns/l", grants, c.log); got != c.want {
 			t.Errorf("%s: got %+v, want %+v", name, got, c.want)
 		}
+	}
+}
+
+func TestCheckNoResumedLapse(t *testing.T) {
+	base := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	state := func(ms int, holder string) KeyState {
+		return KeyState{At: at(ms), Known: true, Holder: holder, Polled: true}
+	}
+	unknown := func(ms int) KeyState { return KeyState{At: at(ms)} }
+	g := Grant{Lock: "ns/l", Claim: "c", Token: 7, Identity: "a", Acquired: at(100)}
+	ended := g
+	ended.Released = at(20_000)
+	cases := map[string]struct {
+		states []KeyState
+		grant  Grant
+		want   string
+	}{
+		"held throughout":                 {states: []KeyState{state(0, ""), state(50, "a")}, grant: g},
+		"lapsed and resumed":              {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: g, want: "gone from the backend for it from"},
+		"lapsed and then lost":            {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "b")}, grant: g},
+		"a stale read in between":         {states: []KeyState{state(50, "a"), state(3_000, "z"), state(3_200, "a")}, grant: g},
+		"a predecessor before it held":    {states: []KeyState{state(0, "z"), state(2_000, "a")}, grant: g},
+		"unknown while it lapsed":         {states: []KeyState{state(50, "a"), unknown(5_000), state(15_000, "a")}, grant: g},
+		"back for it after it ended":      {states: []KeyState{state(50, "a"), state(5_000, ""), state(25_000, "a")}, grant: ended},
+		"lapsed, unknown, then back":      {states: []KeyState{state(50, "a"), state(4_000, ""), unknown(4_500), state(15_000, "a")}, grant: g, want: "from Dec  5 12:00:04.000"},
+		"key taken by another then given": {states: []KeyState{state(50, "a"), state(4_000, "b"), state(9_000, "a")}, grant: g, want: "held for it again at Dec  5 12:00:09.000"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tl := KeyTimeline{Lock: "ns/l", Key: "k", End: at(30_000)}
+			for _, s := range tc.states {
+				tl.Add(s)
+			}
+			got := CheckNoResumedLapse([]KeyTimeline{tl}, []Grant{tc.grant}, LapseGap)
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("violations %q, want none", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Errorf("violations %q, want one mentioning %q", got, tc.want)
+			}
+		})
 	}
 }
