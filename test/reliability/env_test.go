@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,15 +73,23 @@ type env struct {
 	manager string // path of the built manager binary (test clock, failpoints)
 	dir     string // scratch directory: kubeconfigs, manager logs
 	audit   string // the API server's audit log (AuditPolicy, JSON lines)
-	// apiserver and etcd are the processes envtest started, which faults under the API server
-	// pause (by PID: they are this process's children).
-	apiserver, etcd int
+	// apiserver and etcd are the processes envtest started (found among this process's
+	// children), which faults under the API server pause, or kill and start again.
+	apiserver, etcd *controlPlaneProc
+	// registry is a client of the API server's etcd, where the harness reads the built-in
+	// backend's records below the API server (registryReader).
+	registry *clientv3.Client
 
 	lockctl, lockctlMutants builtOnce // lockctl, built on first use (commands runs), and with the mutants tag
 
 	mutantOnce sync.Once
 	mutantBin  string // the same with the deliberate bugs of internal/mutant, built on first use
 	mutantErr  error
+}
+
+// registryReader reads the built-in backend's records in the API server's etcd.
+func (e *env) registryReader() registryReader {
+	return registryReader{etcd: e.registry, leases: newLeaseDecoder(e.scheme)}
 }
 
 func startEnv(t *testing.T) *env {
@@ -146,13 +156,34 @@ func startEnv(t *testing.T) *env {
 	if len(apiservers) != 1 || len(etcds) != 1 {
 		t.Fatalf("envtest's processes: kube-apiserver %v, etcd %v; want one of each", apiservers, etcds)
 	}
-	e.apiserver, e.etcd = apiservers[0], etcds[0]
+	if e.apiserver, err = adoptControlPlaneProc("kube-apiserver", apiservers[0], filepath.Join(e.dir, "kube-apiserver.log")); err != nil {
+		t.Fatal(err)
+	}
+	if e.etcd, err = adoptControlPlaneProc("etcd", etcds[0], filepath.Join(e.dir, "apiserver-etcd.log")); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		// A fault cut short by a failure must not leave the control plane stopped for envtest's
-		// own shutdown.
-		_ = syscall.Kill(e.apiserver, syscall.SIGCONT)
-		_ = syscall.Kill(e.etcd, syscall.SIGCONT)
+		// own shutdown; the processes a fault restarted are the harness's to stop, the API
+		// server before its etcd.
+		_ = e.apiserver.signal(syscall.SIGCONT)
+		_ = e.etcd.signal(syscall.SIGCONT)
+		if e.etcd.restartedByHarness() && !e.apiserver.restartedByHarness() {
+			// envtest would stop its API server after the etcd below is gone, and wait for a
+			// graceful shutdown that cannot finish.
+			_ = e.apiserver.kill()
+		}
+		for _, p := range []*controlPlaneProc{e.apiserver, e.etcd} {
+			if err := p.stopRestarted(); err != nil {
+				t.Error(err)
+			}
+		}
 	})
+	e.registry, err = clientv3.New(clientv3.Config{Endpoints: []string{te.ControlPlane.Etcd.URL.String()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.registry.Close() })
 	if e.c, err = client.NewWithWatch(cfg, client.Options{Scheme: e.scheme}); err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,13 @@ const (
 	// harness's own reads) waits meanwhile.
 	faultAPIServerPause faultKind = "apiserver-pause"
 	faultAPIEtcdPause   faultKind = "apiserver-etcd-pause"
+	// faultAPIServerRestart SIGKILLs kube-apiserver and compacts its etcd to the latest
+	// revision; at heal the API server starts again on the same port with an empty watch cache,
+	// so every watch that resumes from a resourceVersion before the fault is answered 410 Gone
+	// and must list again. faultAPIEtcdRestart SIGKILLs the API server's etcd and starts it
+	// again with its data at heal.
+	faultAPIServerRestart faultKind = "apiserver-restart"
+	faultAPIEtcdRestart   faultKind = "apiserver-etcd-restart"
 )
 
 // backendLatency is the delay each way of a backend-latency fault: a round trip of 200 ms stays
@@ -128,7 +135,7 @@ func managerFault(k faultKind) bool {
 // controlPlaneFault says whether a fault hits the API server or its etcd: every manager feels it,
 // as it feels a manager fault, but there is no leader to aim at.
 func controlPlaneFault(k faultKind) bool {
-	return k == faultAPIServerPause || k == faultAPIEtcdPause
+	return k == faultAPIServerPause || k == faultAPIEtcdPause || k == faultAPIServerRestart || k == faultAPIEtcdRestart
 }
 
 // hitsManagers says whether a fault disturbs the managers (a manager fault or one under the API
@@ -337,14 +344,26 @@ func inject(fc faultContext, leader *manager, kind faultKind) (heal func()) {
 		}
 		heal = func() { _ = leader.resume() }
 	case faultAPIServerPause, faultAPIEtcdPause:
-		pid := fc.controlPlane.apiserver
+		p := fc.controlPlane.apiserver
 		if kind == faultAPIEtcdPause {
-			pid = fc.controlPlane.etcd
+			p = fc.controlPlane.etcd
 		}
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Errorf("pausing %s (pid %d): %v", kind, pid, err)
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			t.Errorf("pausing: %v", err)
 		}
-		heal = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+		heal = func() { _ = p.signal(syscall.SIGCONT) }
+	case faultAPIServerRestart:
+		heal = restartAPIServerCompacted(t, fc.controlPlane)
+	case faultAPIEtcdRestart:
+		p := fc.controlPlane.etcd
+		if err := p.kill(); err != nil {
+			t.Errorf("killing: %v", err)
+		}
+		heal = func() {
+			if err := p.restart(); err != nil {
+				t.Error(err)
+			}
+		}
 	case faultAPIRefuse:
 		leader.api.Partition(faultproxy.Refuse)
 		heal = leader.api.Heal

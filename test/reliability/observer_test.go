@@ -24,16 +24,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 )
 
@@ -195,57 +193,86 @@ func (o *observer) results(end time.Time) []KeyTimeline {
 	return out
 }
 
-// watchRecords follows the built-in backend's lock records (the DistributedLocks' status.holder,
-// in the order the API server wrote them), judged by the session Lease as it is when each change
-// arrives. A record has one holder field, so two identities cannot hold one key at once by the
-// store's own rule; what the watch adds is every change of holder, including those between two
-// reads, for the check of claims against the backend's view.
-func (o *observer) watchRecords(ctx context.Context, c client.WithWatch) {
-	reader := recordReader{c: c}
-	rv := ""
+// watchRecords follows the built-in backend's lock records (the DistributedLocks'
+// status.holders) in the API server's etcd, every change in revision order, each judged by the
+// session Lease as it stood at that change's revision. A record's one compare-and-swap writes all
+// its holders, so the store's own rule keeps two exclusive holders out of one key; what the
+// watch adds is every change of holder, including those between two reads, for the check of
+// claims against the backend's view, read where the API server stored it.
+func (o *observer) watchRecords(ctx context.Context, reader registryReader) {
+	rev := int64(0) // the revision the watch resumes after; 0: read the current one first
 	for ctx.Err() == nil {
-		if rv == "" {
-			var list locksv1alpha1.DistributedLockList
-			if err := c.List(ctx, &list); err != nil {
+		if rev == 0 {
+			resp, err := reader.etcd.Get(ctx, registryLocksPrefix(""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			rv = list.ResourceVersion
+			rev = resp.Header.Revision
 		}
-		w, err := c.Watch(ctx, &locksv1alpha1.DistributedLockList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		for a := range dateOnArrival(w.ResultChan()) {
-			ev := a.event
-			l, ok := ev.Object.(*locksv1alpha1.DistributedLock)
-			if !ok {
-				rv = "" // an error (e.g. the history expired): list again
+		watchCtx, stop := context.WithCancel(ctx)
+		for a := range dateWatchOnArrival(reader.etcd.Watch(watchCtx, registryLocksPrefix(""), clientv3.WithPrefix(), clientv3.WithRev(rev+1))) {
+			if err := a.resp.Err(); err != nil {
+				if a.resp.CompactRevision != 0 {
+					rev = 0 // the history is gone: start again from now
+				}
 				break
 			}
-			rv = l.ResourceVersion
-			now := a.at
-			key := l.BackendKey(locksv1alpha1.KeyPolicyNamespaced) // the built-in backend
-			o.mu.Lock()
-			tl := o.timelines[key]
-			o.mu.Unlock()
-			if tl == nil {
-				continue
+			for _, ev := range a.resp.Events {
+				o.recordChange(ctx, reader, ev, a.at)
+				rev = ev.Kv.ModRevision
 			}
-			if ev.Type == watch.Deleted {
-				o.add(key, KeyState{At: now, Known: true})
-				continue
-			}
-			session, ok := reader.session(ctx)
-			if !ok {
-				continue
-			}
-			v := recordView(l, session, now)
-			o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places, Revision: revisionOf(l.ResourceVersion)})
 		}
-		w.Stop()
+		stop()
 	}
+}
+
+// watchArrival is an etcd watch response and when it arrived.
+type watchArrival struct {
+	resp clientv3.WatchResponse
+	at   time.Time
+}
+
+// dateWatchOnArrival is dateOnArrival for an etcd watch: each change is judged with a read of the
+// session, and must not be dated after the reads for the changes before it.
+func dateWatchOnArrival(responses clientv3.WatchChan) <-chan watchArrival {
+	out := make(chan watchArrival, 4096)
+	go func() {
+		defer close(out)
+		for wr := range responses {
+			out <- watchArrival{resp: wr, at: time.Now()}
+		}
+	}()
+	return out
+}
+
+// recordChange adds one stored change of a lock record, arrived at now, to its key's timeline.
+func (o *observer) recordChange(ctx context.Context, reader registryReader, ev *clientv3.Event, now time.Time) {
+	stored := string(ev.Kv.Key)
+	rest := strings.TrimPrefix(stored, registryLocksPrefix(""))
+	ns, name, _ := strings.Cut(rest, "/")
+	key := "lockwarden/" + ns + "/" + name // the built-in backend's key for a namespaced lock
+	o.mu.Lock()
+	tl := o.timelines[key]
+	o.mu.Unlock()
+	if tl == nil {
+		return
+	}
+	if ev.Type == clientv3.EventTypeDelete {
+		o.add(key, KeyState{At: now, Known: true, Revision: ev.Kv.ModRevision})
+		return
+	}
+	l, err := decodeLockRecord(ev.Kv.Value)
+	if err != nil {
+		o.overlap(key, fmt.Sprintf("the stored record %s at revision %d cannot be read: %v", stored, ev.Kv.ModRevision, err))
+		return
+	}
+	session, err := reader.sessionAt(ctx, ev.Kv.ModRevision)
+	if err != nil {
+		return // a state the harness cannot judge is left out, as a read that failed
+	}
+	v := recordView(l, session, now)
+	o.add(key, KeyState{At: now, Known: v.Known, Holder: v.Holder, Places: v.Places, Revision: ev.Kv.ModRevision})
 }
 
 // revisionOf reads a resourceVersion as the etcd revision the API server gives it; 0 when it is

@@ -210,7 +210,7 @@ func (r *run) createLocks() {
 	observeCtx, stopObserving := context.WithCancel(r.ctx)
 	r.stopObserving = stopObserving
 	if s.backend == "kubernetes" {
-		go r.obs.watchRecords(observeCtx, r.e.c)
+		go r.obs.watchRecords(observeCtx, r.e.registryReader())
 	}
 	for l := range locks {
 		name := fmt.Sprintf("lock-%d", l)
@@ -238,7 +238,11 @@ func (r *run) startWorkload() {
 
 	r.rec = newRecorder()
 	r.rec.adopt = r.s.commands
-	go r.rec.run(r.ctx, r.e.c, r.ns)
+	if r.s.restartsAPIServer() {
+		go r.rec.runFromRegistry(r.ctx, r.e.registry, r.ns)
+	} else {
+		go r.rec.run(r.ctx, r.e.c, r.ns)
+	}
 	if r.s.standby {
 		r.createNodes()
 		r.roles = watchRoles(r.ctx, r.e.c, r.ns)
@@ -716,7 +720,7 @@ func setupBackend(ctx context.Context, t *testing.T, e *env, srv *servers, s sce
 	var upstream string
 	switch s.backend {
 	case "kubernetes":
-		return "", backendEnv{reader: recordReader{c: e.c}}
+		return "", backendEnv{reader: e.registryReader()}
 	case "redis":
 		upstream = srv.redis.Addr()
 	case "etcd":

@@ -26,9 +26,9 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -186,13 +186,18 @@ func (r etcdReader) held(ctx context.Context, prefix string) ([]BackendKey, erro
 	return out, nil
 }
 
-// recordReader reads the built-in backend, whose holds are the DistributedLocks' own records
-// (status.holder) kept alive by the controller's session Lease: a holder holds while, since its
+// registryReader reads the built-in backend, whose holds are the DistributedLocks' own records
+// (status.holders) kept alive by the controller's session Lease: a holder holds while, since its
 // acquireTime, the session went no lease duration without a renewal, and until a lease duration
 // after the later of its acquireTime and the session's renewTime. The rule is restated here from
 // the package documentation (kubernetes.Records), not borrowed from its code, so that a bug there
-// cannot hide from the check.
-type recordReader struct{ c client.Client }
+// cannot hide from the check. It reads below the API server, from its etcd (registry.go), the
+// record and the session at one revision, so that neither the API server's answers, which the
+// controller also reads, nor a change between two reads stands between the check and the store.
+type registryReader struct {
+	etcd   *clientv3.Client
+	leases leaseDecoder
+}
 
 // recordSessionName is the session Lease the harness's managers share (the manager's default).
 const recordSessionName = "lockwarden-session"
@@ -207,37 +212,59 @@ func lockOfKey(key string) (client.ObjectKey, bool) {
 	return client.ObjectKey{Namespace: ns, Name: name}, ok
 }
 
-func (r recordReader) read(ctx context.Context, key string) BackendView {
+func (r registryReader) read(ctx context.Context, key string) BackendView {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	name, ok := lockOfKey(key)
 	if !ok {
 		return BackendView{}
 	}
-	var lock locksv1alpha1.DistributedLock
-	switch err := r.c.Get(ctx, name, &lock); {
-	case apierrors.IsNotFound(err):
-		return BackendView{Known: true}
+	locks, session, _, err := r.readAtOneRevision(ctx, clientv3.OpGet(registryLocksPrefix(name.Namespace)+name.Name))
+	switch {
 	case err != nil:
 		return BackendView{}
+	case len(locks) == 0:
+		return BackendView{Known: true}
 	}
-	session, ok := r.session(ctx)
-	if !ok {
-		return BackendView{}
-	}
-	return recordView(&lock, session, time.Now())
+	return recordView(locks[0], session, time.Now())
 }
 
-// session reads the session Lease; nil when there is none yet.
-func (r recordReader) session(ctx context.Context) (*coordinationv1.Lease, bool) {
-	var s coordinationv1.Lease
-	switch err := r.c.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: recordSessionName}, &s); {
-	case apierrors.IsNotFound(err):
-		return nil, true
-	case err != nil:
-		return nil, false
+// readAtOneRevision reads the records get selects and the session Lease in one transaction, so
+// at one revision, which it returns; the session is nil when there is none yet.
+func (r registryReader) readAtOneRevision(ctx context.Context, get clientv3.Op) ([]*locksv1alpha1.DistributedLock, *coordinationv1.Lease, int64, error) {
+	resp, err := r.etcd.Txn(ctx).Then(get, clientv3.OpGet(registryLeaseKey(controllerNamespace, recordSessionName))).Commit()
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	return &s, true
+	var locks []*locksv1alpha1.DistributedLock
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		l, err := decodeLockRecord(kv.Value)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		locks = append(locks, l)
+	}
+	session, err := r.sessionIn(resp.Responses[1].GetResponseRange().Kvs)
+	return locks, session, resp.Header.Revision, err
+}
+
+// sessionIn decodes the session Lease a read found; nil when it found none.
+func (r registryReader) sessionIn(kvs []*mvccpb.KeyValue) (*coordinationv1.Lease, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	return r.leases.decode(kvs[0].Value)
+}
+
+// sessionAt reads the session Lease as it stood at revision rev.
+func (r registryReader) sessionAt(ctx context.Context, rev int64) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	resp, err := r.etcd.Get(ctx, registryLeaseKey(controllerNamespace, recordSessionName), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, err
+	}
+	return r.sessionIn(resp.Kvs)
 }
 
 // recordView is what lock's record holds at now, by session's renewals: every holder whose hold
@@ -298,24 +325,20 @@ func recordAlive(acquired time.Time, session *coordinationv1.Lease, ttl time.Dur
 	return now.Before(last.Add(ttl)), true
 }
 
-func (r recordReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
+func (r registryReader) held(ctx context.Context, prefix string) ([]BackendKey, error) {
 	name, ok := lockOfKey(prefix + "x")
 	if !ok {
-		return nil, errors.New("recordReader: keys of the built-in backend start with lockwarden/<namespace>/")
+		return nil, errors.New("registryReader: keys of the built-in backend start with lockwarden/<namespace>/")
 	}
-	var list locksv1alpha1.DistributedLockList
-	if err := r.c.List(ctx, &list, client.InNamespace(name.Namespace)); err != nil {
+	locks, session, _, err := r.readAtOneRevision(ctx, clientv3.OpGet(registryLocksPrefix(name.Namespace), clientv3.WithPrefix()))
+	if err != nil {
 		return nil, err
 	}
-	session, ok := r.session(ctx)
-	if !ok {
-		return nil, errors.New("recordReader: cannot read the session Lease")
-	}
+	now := time.Now()
 	var out []BackendKey
-	for i := range list.Items {
-		l := &list.Items[i]
+	for _, l := range locks {
 		if key := l.BackendKey(locksv1alpha1.KeyPolicyNamespaced); strings.HasPrefix(key, prefix) {
-			out = append(out, heldKeys(key, recordView(l, session, time.Now()))...)
+			out = append(out, heldKeys(key, recordView(l, session, now))...)
 		}
 	}
 	return out, nil

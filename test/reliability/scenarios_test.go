@@ -454,7 +454,22 @@ func fullScenarios() []scenario {
 	}{{"kubernetes", faultAPIServerPause}, {"kubernetes", faultAPIEtcdPause}, {"redis", faultAPIServerPause}} {
 		out = append(out, scenario{name: string(s.kind), backend: s.backend, replicas: 2, kinds: []faultKind{s.kind}, workload: 40 * time.Second})
 	}
+	// The same killed and started again (after the others): the API server with its etcd
+	// compacted, so that every watch resumes into 410 Gone and lists again, and its etcd.
+	for _, s := range []struct {
+		backend string
+		kind    faultKind
+	}{{"kubernetes", faultAPIServerRestart}, {"kubernetes", faultAPIEtcdRestart}, {"redis", faultAPIServerRestart}} {
+		out = append(out, scenario{name: string(s.kind), backend: s.backend, replicas: 2, kinds: []faultKind{s.kind}, workload: 40 * time.Second})
+	}
 	return out
+}
+
+// restartsAPIServer says whether the scenario kills the API server, after which every watch of
+// the API that resumes from before the fault may be answered 410 Gone: its claim history is read
+// from the API server's etcd instead (recorder.runFromRegistry).
+func (s scenario) restartsAPIServer() bool {
+	return slices.Contains(s.kinds, faultAPIServerRestart)
 }
 
 // plan draws the timing (and, for random scenarios, the kinds) of a scenario's faults from rng:

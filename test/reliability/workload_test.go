@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -135,6 +136,64 @@ func (r *recorder) run(ctx context.Context, c client.WithWatch, ns string) {
 			}
 		}
 		w.Stop()
+	}
+}
+
+// runFromRegistry is run reading the claims from the API server's etcd (registry.go) instead
+// of a watch of the API server: a scenario that kills the API server and compacts its etcd
+// answers every watch of the API that resumes from before the fault with 410 Gone, and a
+// history re-listed after that could have lost a claim's changes. The harness's own etcd watch
+// outlives the API server, and compaction does not end a watch already running.
+func (r *recorder) runFromRegistry(ctx context.Context, etcd *clientv3.Client, ns string) {
+	prefix := registryClaimsPrefix(ns)
+	rev := int64(0) // the last revision observed; 0: list first
+	for ctx.Err() == nil {
+		if rev == 0 {
+			resp, err := etcd.Get(ctx, prefix, clientv3.WithPrefix())
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for _, kv := range resp.Kvs {
+				if cl, err := decodeClaimRecord(kv.Value, kv.ModRevision); err == nil {
+					r.observe(watch.Added, cl, time.Now())
+				}
+			}
+			rev = resp.Header.Revision
+		}
+		for wr := range etcd.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1)) {
+			if err := wr.Err(); err != nil {
+				if wr.CompactRevision != 0 && ctx.Err() == nil {
+					r.mu.Lock()
+					r.errs = append(r.errs, fmt.Sprintf("claim history has a gap: the etcd watch from revision %d was compacted at %d", rev+1, wr.CompactRevision))
+					r.mu.Unlock()
+					return
+				}
+				break
+			}
+			now := time.Now()
+			for _, ev := range wr.Events {
+				rev = ev.Kv.ModRevision
+				kind, kv := watch.Modified, ev.Kv
+				switch {
+				case ev.Type == clientv3.EventTypeDelete:
+					if ev.PrevKv == nil {
+						continue
+					}
+					kind, kv = watch.Deleted, ev.PrevKv
+				case ev.IsCreate():
+					kind = watch.Added
+				}
+				cl, err := decodeClaimRecord(kv.Value, ev.Kv.ModRevision)
+				if err != nil {
+					r.mu.Lock()
+					r.errs = append(r.errs, fmt.Sprintf("the stored claim %s at revision %d cannot be read: %v", ev.Kv.Key, ev.Kv.ModRevision, err))
+					r.mu.Unlock()
+					continue
+				}
+				r.observe(kind, cl, now)
+			}
+		}
 	}
 }
 

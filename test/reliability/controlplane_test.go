@@ -1,0 +1,239 @@
+//go:build reliability
+
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// controlPlaneProc is one process of envtest's control plane (kube-apiserver or its etcd) that a
+// fault under the API server stops, or kills and starts again. Envtest started it; a restart
+// runs the same command line, environment and working directory (so the same ports,
+// certificates and data directory) as a child of the harness, which stops it before envtest
+// stops the rest.
+type controlPlaneProc struct {
+	name string
+	argv []string
+	env  []string
+	dir  string
+	logs string // where a restarted process writes its output
+
+	mu        sync.Mutex
+	pid       int
+	restarted *exec.Cmd // nil while envtest's own process runs
+	exited    chan struct{}
+}
+
+// adoptControlPlaneProc reads how process pid was started, from /proc.
+func adoptControlPlaneProc(name string, pid int, logs string) (*controlPlaneProc, error) {
+	base := filepath.Join("/proc", strconv.Itoa(pid))
+	cmdline, err := os.ReadFile(filepath.Join(base, "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	environ, err := os.ReadFile(filepath.Join(base, "environ"))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.Readlink(filepath.Join(base, "cwd"))
+	if err != nil {
+		return nil, err
+	}
+	split := func(b []byte) []string {
+		var out []string
+		for _, f := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
+			out = append(out, string(f))
+		}
+		return out
+	}
+	argv := split(cmdline)
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("%s (pid %d) has no command line", name, pid)
+	}
+	return &controlPlaneProc{name: name, argv: argv, env: split(environ), dir: dir, logs: logs, pid: pid}, nil
+}
+
+// PID is the process running now.
+func (p *controlPlaneProc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+func (p *controlPlaneProc) signal(sig syscall.Signal) error {
+	if err := syscall.Kill(p.PID(), sig); err != nil {
+		return fmt.Errorf("%s (pid %d): %w", p.name, p.PID(), err)
+	}
+	return nil
+}
+
+// kill sends SIGKILL and waits until the process is gone (reaped by envtest or by the harness),
+// so that its ports are free for a restart.
+func (p *controlPlaneProc) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if exited != nil {
+			select {
+			case <-exited:
+				return nil
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if syscall.Kill(p.PID(), 0) != nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s (pid %d) did not exit within 10 s of SIGKILL", p.name, p.PID())
+}
+
+// restart starts the process again as it was first started.
+func (p *controlPlaneProc) restart() error {
+	out, err := os.OpenFile(p.logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = p.env, p.dir, out, out
+	if err := cmd.Start(); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("restarting %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = out.Close()
+		close(exited)
+	}()
+	p.mu.Lock()
+	p.pid, p.restarted, p.exited = cmd.Process.Pid, cmd, exited
+	p.mu.Unlock()
+	return nil
+}
+
+// restartedByHarness says whether the process running now is one the harness started.
+func (p *controlPlaneProc) restartedByHarness() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarted != nil
+}
+
+// stopRestarted ends a process the harness restarted (SIGTERM, then SIGKILL after 20 s), so that
+// envtest, which stops only the processes it started, leaves nothing running.
+func (p *controlPlaneProc) stopRestarted() error {
+	p.mu.Lock()
+	cmd, exited := p.restarted, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		return errors.New(p.name + " did not stop within 20 s of SIGTERM")
+	}
+}
+
+// restartAPIServerCompacted performs an apiserver-restart fault: SIGKILL of kube-apiserver,
+// then a compaction of its etcd at the latest revision, so that neither a new API server's watch
+// cache nor etcd itself holds the history a resumed watch would ask for. It returns the heal,
+// which starts the API server again and waits until it answers /readyz.
+func restartAPIServerCompacted(t *testing.T, e *env) (heal func()) {
+	t.Helper()
+	if err := e.apiserver.kill(); err != nil {
+		t.Errorf("killing: %v", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := e.registry.Get(ctx, "compact-probe", clientv3.WithCountOnly())
+	if err == nil {
+		_, err = e.registry.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	}
+	if err != nil {
+		t.Errorf("compacting the API server's etcd: %v", err)
+	}
+	return func() {
+		if err := e.apiserver.restart(); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := e.waitReady(60 * time.Second); err != nil {
+			t.Errorf("the restarted kube-apiserver: %v", err)
+		}
+	}
+}
+
+// waitReady polls the API server's /readyz until it answers ok.
+func (e *env) waitReady(within time.Duration) error {
+	rc, err := rest.RESTClientFor(restConfigForProbe(e.cfg))
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		body, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+		cancel()
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %s: %v %s", within, err, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// restConfigForProbe is cfg fit for a raw REST client.
+func restConfigForProbe(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.APIPath = "/"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
+}
