@@ -315,13 +315,15 @@ func ClassifyWrites(lock string, grants []Grant, log []Write) StaleWrites {
 const LapseGap = time.Second
 
 // CheckNoResumedLapse checks that a hold the backend let go stays gone: while a claim is Held
-// (first seen Held to first seen ended), once the backend has held its key for the claim's
+// (first seen Held to first seen ended, or to when its holder stopped for good), once the backend has held its key for the claim's
 // identity, the key may go to no one else, or be free, for gap or longer and then be held for
 // that identity again. A correct controller finds such a hold lapsed when it next looks (a
 // renewal answered "lost", or a resume after a restart or a leader change that finds the key
 // gone) and ends the claim Lost; taking the key again for it lets a holder go on with its old
-// token across a stretch in which anyone may have held the lock (the class of etcd #11456). One
-// line per hold.
+// token across a stretch in which anyone may have held the lock (the class of etcd #11456). Once
+// the holder has stopped for good, nobody is left to go on: a renewal sent before a partition
+// and applied after it, onto a record nobody touched meanwhile (ZooKeeper's set by version), may
+// bring back the hold the controller is releasing, and harms no one. One line per hold.
 func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Duration) []string {
 	byLock := map[string][]Grant{}
 	for _, g := range grants {
@@ -335,6 +337,9 @@ func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Durat
 			end := g.Released
 			if end.IsZero() {
 				end = tl.End
+			}
+			if stopped := holderStoppedAt(g); !stopped.IsZero() {
+				end = minTime(end, stopped)
 			}
 			held := func(s KeyState) bool { return s.Holder == g.Identity || slices.Contains(s.Places, g.Identity) }
 			var seenHeld bool
@@ -361,4 +366,15 @@ func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Durat
 		}
 	}
 	return out
+}
+
+// holderStoppedAt is when g's claimant stopped for good: it released, exited, died or its pod
+// was removed; zero when it went on after its hold's end (a hang, a cut-off node's zombie) or
+// has not ended.
+func holderStoppedAt(g Grant) time.Time {
+	switch g.End {
+	case EndRelease, EndPodDelete, EndSilentDeath, EndSucceeded, EndGracefulDelete:
+		return g.EndAt
+	}
+	return time.Time{}
 }
