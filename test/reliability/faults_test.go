@@ -235,6 +235,9 @@ type faultsRun struct {
 	deposed []string
 	// spans are the faults that ran, each from its injection to its heal.
 	spans []Span
+	// startups are the apiserver-restart faults, each from the kill to a second after the
+	// restarted API server answered /readyz: its authorizer may refuse every request meanwhile.
+	startups []Span
 }
 
 // runFaults injects the plan's faults at their times and heals each.
@@ -312,6 +315,9 @@ func (out *faultsRun) healed(started time.Time, kind faultKind, injected time.Du
 	lasted := time.Since(started) - injected
 	out.ran = append(out.ran, fmt.Sprintf("%s@%s/%s", kind, injected.Round(time.Second), lasted.Round(time.Second)))
 	out.spans = append(out.spans, Span{From: started.Add(injected), To: started.Add(injected + lasted)})
+	if kind == faultAPIServerRestart {
+		out.startups = append(out.startups, Span{From: started.Add(injected), To: started.Add(injected + lasted + time.Second)})
+	}
 }
 
 // inject injects a fault that lasts until the returned heal is called; leader is the manager a

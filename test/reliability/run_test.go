@@ -627,7 +627,7 @@ func (r *run) checkScenario(res *Result) {
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)
 	r.rec.mu.Unlock()
 	for _, m := range r.managers {
-		res.Violations = append(res.Violations, findings("rbac", prefixed(m.name, RBACRefusals(m.logSince(0), managerAccount.User())))...)
+		res.Violations = append(res.Violations, findings("rbac", prefixed(m.name, RBACRefusals(m.logSince(0), managerAccount.User(), r.faults.startups)))...)
 	}
 }
 

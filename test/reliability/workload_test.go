@@ -20,6 +20,7 @@ package reliability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -471,36 +472,25 @@ func (cl *claimant) once(ctx context.Context, name string) {
 			return
 		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt, g.HeldThroughHang = end, time.Now(), held })
-		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
-			cl.errs("deleting claim %s: %v", name, err)
-		}
+		cl.endBy(ctx, name, func() error { return cl.c.Delete(ctx, claim) }, "deleting claim %s: %v")
 	case EndRelease:
 		if evictedInstead() {
 			return
 		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
-		if err := cl.c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
-			cl.errs("deleting claim %s: %v", name, err)
-		}
+		cl.endBy(ctx, name, func() error { return cl.c.Delete(ctx, claim) }, "deleting claim %s: %v")
 	case EndPodDelete:
 		if evictedInstead() {
 			return
 		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
-		if err := cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-			cl.errs("deleting pod %s: %v", name, err)
-		}
+		cl.endBy(ctx, name, func() error { return cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)) }, "deleting pod %s: %v")
 	case EndSucceeded:
 		if evictedInstead() {
 			return
 		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
-		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
-			pod.Status.Phase = corev1.PodSucceeded
-			if err := cl.c.Status().Update(ctx, pod); err != nil {
-				cl.errs("marking pod %s Succeeded: %v", name, err)
-			}
-		}
+		cl.endBy(ctx, name, func() error { return cl.setPodPhase(ctx, pod, corev1.PodSucceeded) }, "marking pod %s Succeeded: %v")
 	case EndSilentDeath:
 		// The process died without a word; the kubelet notices later and marks the pod Failed.
 		time.Sleep(cl.silentDeathDetection)
@@ -508,12 +498,7 @@ func (cl *claimant) once(ctx context.Context, name string) {
 			return
 		}
 		cl.rec.update(name, func(g *Grant) { g.End, g.EndAt = end, time.Now() })
-		if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
-			pod.Status.Phase = corev1.PodFailed
-			if err := cl.c.Status().Update(ctx, pod); err != nil {
-				cl.errs("marking pod %s Failed: %v", name, err)
-			}
-		}
+		cl.endBy(ctx, name, func() error { return cl.setPodPhase(ctx, pod, corev1.PodFailed) }, "marking pod %s Failed: %v")
 	}
 	select {
 	case <-rec.ended:
@@ -530,6 +515,52 @@ func (cl *claimant) once(ctx context.Context, name string) {
 
 // createClaimed creates the pod of one claimant run, named name, and its claim of the same name,
 // registered with the recorder first. It returns nil pod on failure.
+// endBy performs the request that ends claim name's hold, again every 200 ms while the API
+// server cannot answer it (down, restarting, overloaded: a fault under it), until it is done or
+// the run ends; a request done only on a later try moves the hold's EndAt to that try, when the
+// end really reached the API. A hold whose end is lost to an outage would otherwise stay held
+// until the run's drain, and count as stuck. errFormat takes the name and the error.
+func (cl *claimant) endBy(ctx context.Context, name string, request func() error, errFormat string) {
+	for {
+		at := time.Now()
+		err := request()
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			cl.rec.update(name, func(g *Grant) { g.EndAt = maxTime(g.EndAt, at) })
+			return
+		case !apiUnavailable(err) || ctx.Err() != nil:
+			cl.errs(errFormat, name, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			cl.errs(errFormat, name, err)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apiUnavailable says whether err means the API server did not answer the request (no status:
+// refused, reset, timed out) or answered that it cannot serve it now.
+func apiUnavailable(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err)
+}
+
+// setPodPhase marks pod's status phase, as a kubelet would.
+func (cl *claimant) setPodPhase(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase) error {
+	if err := cl.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		return err
+	}
+	pod.Status.Phase = phase
+	return cl.c.Status().Update(ctx, pod)
+}
+
 func (cl *claimant) createClaimed(ctx context.Context, name string) (*corev1.Pod, *locksv1alpha1.LockClaim, *claimRec) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
