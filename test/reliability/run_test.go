@@ -315,7 +315,10 @@ func (r *run) injectFaults() {
 				}
 			}
 		}}
-	if r.s.staleWriter {
+	if r.s.staleWriter || r.s.longHold > 0 {
+		// The fault must find the pinned holders holding: a stale writer's partition cuts them
+		// off, and a long hold must live through the fault (a leader's death, for the
+		// resume-lapsed mutant) for what happens to it there to be seen.
 		fc.trigger = r.slowHoldersBegan
 	}
 	if r.s.killBeforeRefresh {
@@ -332,7 +335,7 @@ func (r *run) injectFaults() {
 	}
 }
 
-// slowHoldersBegan is the trigger of a stale-writer run: it waits (at most a minute) until every
+// slowHoldersBegan is the trigger of a stale-writer or long-hold run: it waits (at most a minute) until every
 // slow holder began holding, then for a write or two.
 func (r *run) slowHoldersBegan() bool {
 	deadline := time.After(60 * time.Second)
