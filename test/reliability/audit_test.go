@@ -41,6 +41,7 @@ func TestAcceptedWrites(t *testing.T) {
 		auditLine("m0", "update", "lockclaims", "status", "ns", "refused", 409, "2026-12-05T12:00:02.100000Z"),
 		auditLine("m0", "create", "subjectaccessreviews", "", "", "", 201, "2026-12-05T12:00:02.200000Z"),
 		auditLine("m0", "patch", "pods", "", "ns", "p", 200, "2026-12-05T12:00:02.300000Z"),
+		auditLine("m0", "watch", "pods", "", "", "", 200, "2026-12-05T12:00:02.350000Z"),
 		auditLine("m1", "update", "lockclaims", "status", "ns", "other-replica", 200, "2026-12-05T12:00:02.400000Z"),
 		auditLine("", "delete", "lockclaims", "", "ns", "harness", 200, "2026-12-05T12:00:02.500000Z"),
 		auditLine("m0", "create", "leases", "", "lockwarden-system", "after", 201, "2026-12-05T12:00:09.000000Z"),
@@ -50,14 +51,14 @@ func TestAcceptedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(writes) != 8 {
-		t.Fatalf("parsed %d writes, want 8 (the partial last line left out): %v", len(writes), writes)
+	if len(writes) != 9 {
+		t.Fatalf("parsed %d requests, want 9 (the partial last line left out): %v", len(writes), writes)
 	}
 	if w := writes[0]; w.Replica != "m0" || w.Resource != "lockclaims/status" || w.Name != "before" || w.Code != 200 {
 		t.Errorf("first write parsed as %+v", w)
 	}
-	if writes[6].Replica != "" {
-		t.Errorf("a request made without impersonation named replica %q", writes[6].Replica)
+	if writes[7].Replica != "" {
+		t.Errorf("a request made without impersonation named replica %q", writes[7].Replica)
 	}
 	from := time.Date(2026, 12, 5, 12, 0, 1, 0, time.UTC)
 	to := from.Add(5 * time.Second)
@@ -67,6 +68,29 @@ func TestAcceptedWrites(t *testing.T) {
 	}
 	if want := "granted,p"; strings.Join(got, ",") != want {
 		t.Errorf("accepted writes of m0 in the window: %v, want %s", got, want)
+	}
+}
+
+func TestGoneWatches(t *testing.T) {
+	lines := []string{
+		auditLine("m0", "watch", "lockclaims", "", "", "", 410, "2026-12-05T12:00:00.500000Z"), // before
+		auditLine("m0", "watch", "lockclaims", "", "", "", 410, "2026-12-05T12:00:02.000000Z"),
+		auditLine("m1", "watch", "pods", "", "", "", 200, "2026-12-05T12:00:02.100000Z"),
+		auditLine("", "watch", "lockclaims", "", "ns", "", 410, "2026-12-05T12:00:02.200000Z"), // the harness
+		auditLine("m1", "get", "leases", "", "ns", "l", 410, "2026-12-05T12:00:02.300000Z"),
+		auditLine("m1", "watch", "distributedlocks", "", "", "", 410, "2026-12-05T12:00:03.000000Z"),
+	}
+	requests, err := ParseAuditWrites([]byte(strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 12, 5, 12, 0, 1, 0, time.UTC)
+	var got []string
+	for _, w := range GoneWatches(requests, from, from.Add(5*time.Second)) {
+		got = append(got, w.Replica+"/"+w.Resource)
+	}
+	if want := "m0/lockclaims,m1/distributedlocks"; strings.Join(got, ",") != want {
+		t.Errorf("gone watches: %v, want %s", got, want)
 	}
 }
 

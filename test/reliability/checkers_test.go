@@ -430,3 +430,15 @@ func TestResultFailsWhenAFaultDidNotHappen(t *testing.T) {
 		t.Fatalf("unmet = %v", u)
 	}
 }
+
+func TestResultRequiresACommandCutOff(t *testing.T) {
+	cut := Result{Valid: true, Linearizable: "Ok", CommandsRequired: true, CommandCutOffRequired: true, Commands: 4, CommandsCutOff: 1}
+	if !cut.Passed() {
+		t.Fatalf("a mute run that cut a command off did not pass: %v", cut.Unmet())
+	}
+	none := cut
+	none.CommandsCutOff = 0
+	if none.Passed() || !strings.Contains(strings.Join(none.Unmet(), "; "), "no command was running when its holder was cut off") {
+		t.Fatalf("a mute run that cut nothing off: passed %v, unmet %v", none.Passed(), none.Unmet())
+	}
+}

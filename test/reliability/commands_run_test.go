@@ -311,9 +311,10 @@ func withoutPodEnv(env []string) []string {
 
 // partitionHolder is the holder-partition fault: it waits (at most 4×TTL) for a holder whose
 // COMMAND has more work left than the next holder could wait (a heartbeat, the lock delay and
-// TTL/5), so that only its local deadline can stop it in time, cuts it off from the API server
-// (both ways) for dur, and heals it. It says which holder it cut, or that none was running.
-func (r *run) partitionHolder(dur time.Duration) (string, bool) {
+// TTL/5), so that only its hold's end can stop it in time, cuts it off from the API server (both
+// ways, or one way: mode) for dur, and heals it. It says which holder it cut, or that none was
+// running.
+func (r *run) partitionHolder(dur time.Duration, mode faultproxy.Mode) (string, bool) {
 	deadline := time.Now().Add(4 * r.ttl)
 	for time.Now().Before(deadline) {
 		var target *commandClaimant
@@ -326,10 +327,10 @@ func (r *run) partitionHolder(dur time.Duration) (string, bool) {
 		}
 		r.commands.mu.Unlock()
 		if target != nil {
-			target.api.Partition(faultproxy.Blackhole)
+			target.api.Partition(mode)
 			time.Sleep(dur)
 			target.api.Heal()
-			return fmt.Sprintf("%s holder %d cut off from the API server for %s", target.lock, target.id, dur.Round(100*time.Millisecond)), true
+			return fmt.Sprintf("%s holder %d cut off from the API server (%s) for %s", target.lock, target.id, mode, dur.Round(100*time.Millisecond)), true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -74,6 +74,13 @@ const (
 	// faultHolderPartition cuts a lockctl holder whose COMMAND runs off from the API server, both
 	// ways (commands runs): its hold's local deadline must stop the COMMAND before the next grant.
 	faultHolderPartition faultKind = "holder-partition"
+	// The same one way only. faultHolderDeaf stalls what the API server sends the holder while
+	// its requests still arrive: it is heard but hears nothing, and only its local deadline can
+	// stop its COMMAND. faultHolderMute stalls what the holder sends while the API server's
+	// replies and watch events still reach it: its heartbeat is not heard, its claim ends, and
+	// it must hear that on its watch and stop its COMMAND.
+	faultHolderDeaf faultKind = "holder-partition-deaf"
+	faultHolderMute faultKind = "holder-partition-mute"
 	// Faults under the API server: SIGSTOP of envtest's kube-apiserver, or of the etcd it stores
 	// everything in, SIGCONT at heal. Every client of the API (the managers, the holders, and the
 	// harness's own reads) waits meanwhile.
@@ -208,9 +215,9 @@ type faultContext struct {
 	trigger func() bool
 	// recreate performs a lock-recreate fault lasting dur and describes it.
 	recreate func(dur time.Duration) string
-	// partitionHolder performs a holder-partition fault lasting dur, describes it and says
-	// whether it found a holder to cut off.
-	partitionHolder func(dur time.Duration) (string, bool)
+	// partitionHolder performs a holder-partition fault (both ways, or one way by mode) lasting
+	// dur, describes it and says whether it found a holder to cut off.
+	partitionHolder func(dur time.Duration, mode faultproxy.Mode) (string, bool)
 	// rec is the claim history, which a deposed-leader fault waits on.
 	rec *recorder
 	// controlPlane has the processes of the API server and its etcd, which a fault under the
@@ -279,8 +286,10 @@ func runFaults(fc faultContext, plan []fault) faultsRun {
 			}
 			logf("healed %s", f.kind)
 			continue
-		case faultHolderPartition:
-			what, ok := fc.partitionHolder(f.dur)
+		case faultHolderPartition, faultHolderDeaf, faultHolderMute:
+			mode := map[faultKind]faultproxy.Mode{faultHolderPartition: faultproxy.Blackhole,
+				faultHolderDeaf: faultproxy.BlackholeDownstream, faultHolderMute: faultproxy.BlackholeUpstream}[f.kind]
+			what, ok := fc.partitionHolder(f.dur, mode)
 			logf("%s", what)
 			if !ok {
 				out.skip(f.kind, what)

@@ -113,7 +113,10 @@ type Result struct {
 	// counts them). CommandStopRequired (a holder-partition fault): some COMMAND cut off from the
 	// API server must have been stopped at its hold's local deadline (CommandsStoppedAtDeadline,
 	// of CommandsCutOff).
-	CommandsRequired, CommandStopRequired               bool
+	CommandsRequired, CommandStopRequired bool
+	// CommandCutOffRequired (a holder-partition-mute fault): some COMMAND must have been cut
+	// off; the commands checker judges when it stopped.
+	CommandCutOffRequired                               bool
 	Commands, CommandsCutOff, CommandsStoppedAtDeadline int
 	// FaultsSkipped says why each planned fault that did not happen did not: a run whose fault
 	// never fired proves nothing about it, so it fails.
@@ -190,6 +193,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.CommandsRequired && r.Commands == 0 {
 		out = append(out, "no lockctl holder's command ran")
+	}
+	if r.CommandCutOffRequired && r.CommandsCutOff == 0 {
+		out = append(out, "no command was running when its holder was cut off from the API server")
 	}
 	if r.CommandStopRequired && r.CommandsStoppedAtDeadline == 0 {
 		out = append(out, fmt.Sprintf("no command cut off from the API server was stopped at its hold's local deadline (%d cut off)", r.CommandsCutOff))

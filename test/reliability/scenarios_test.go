@@ -466,6 +466,9 @@ func fullScenarios() []scenario {
 	}{{"kubernetes", faultAPIServerRestart}, {"kubernetes", faultAPIEtcdRestart}, {"redis", faultAPIServerRestart}} {
 		out = append(out, scenario{name: string(s.kind), backend: s.backend, replicas: 2, kinds: []faultKind{s.kind}, workload: 40 * time.Second})
 	}
+	// A lockctl holder cut off one way (after the others): deaf (heard, hearing nothing) and
+	// mute (hearing, not heard).
+	out = append(out, commandRuns(faultHolderDeaf), commandRuns(faultHolderMute))
 	return out
 }
 

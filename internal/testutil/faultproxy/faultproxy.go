@@ -48,6 +48,13 @@ const (
 	Refuse Mode = iota + 1
 	// Blackhole stalls every connection, live and new, without closing any.
 	Blackhole
+	// BlackholeUpstream stalls what clients send, live connections and new ones alike, while
+	// what the server sends on them still arrives: an asymmetric partition in which a client
+	// hears the server (a watch goes on) but is not heard.
+	BlackholeUpstream
+	// BlackholeDownstream stalls what the server sends while what clients send still arrives:
+	// a client is heard (its writes are applied) but hears nothing back.
+	BlackholeDownstream
 )
 
 func (m Mode) String() string {
@@ -56,8 +63,17 @@ func (m Mode) String() string {
 		return "refuse"
 	case Blackhole:
 		return "blackhole"
+	case BlackholeUpstream:
+		return "blackhole-upstream"
+	case BlackholeDownstream:
+		return "blackhole-downstream"
 	}
 	return "none"
+}
+
+// stalls says whether a partition of mode m holds back bytes going in direction d.
+func (m Mode) stalls(d Direction) bool {
+	return m == Blackhole || m == BlackholeUpstream && d == Upstream || m == BlackholeDownstream && d == Downstream
 }
 
 // Direction is one way through the proxy.
@@ -356,7 +372,7 @@ func (l *link) wait(d Direction, at time.Time) bool {
 		if closed {
 			return false
 		}
-		if mode == Blackhole {
+		if mode.stalls(d) {
 			select {
 			case <-changed:
 				continue

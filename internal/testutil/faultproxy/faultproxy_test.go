@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -252,5 +253,137 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		t.Fatal("the proxy still accepts after Close")
+	}
+}
+
+// tickServer is a real TCP server on loopback that, on every connection, sends "tick" every
+// 50 ms of its own accord and answers each line it reads with "echo:<line>"; got receives the
+// lines it read.
+func tickServer(t *testing.T) (addr string, got <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lines := make(chan string, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var mu sync.Mutex
+			send := func(s string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				_, err := io.WriteString(c, s+"\n")
+				return err
+			}
+			go func() {
+				defer c.Close()
+				for {
+					if send("tick") != nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+			go func() {
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					line = strings.TrimSuffix(line, "\n")
+					lines <- line
+					_ = send("echo:" + line)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), lines
+}
+
+// readUntil reads lines from c until one equals want, for at most timeout.
+func (c *client) readUntil(want string, timeout time.Duration) error {
+	_ = c.c.SetReadDeadline(time.Now().Add(timeout))
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.TrimSuffix(line, "\n") == want {
+			return nil
+		}
+	}
+}
+
+func receivedWithin(got <-chan string, want string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line := <-got:
+			if line == want {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func TestOneWayBlackholes(t *testing.T) {
+	addr, got := tickServer(t)
+	p, err := New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := dial(t, p)
+	if err := c.readUntil("tick", 2*time.Second); err != nil {
+		t.Fatalf("no tick before any partition: %v", err)
+	}
+
+	// Heard but deaf: what the client sends arrives, nothing comes back until the heal.
+	p.Partition(BlackholeDownstream)
+	time.Sleep(100 * time.Millisecond) // let bytes already in flight through
+	_ = c.c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, c.r) // drain what came before the partition, until the deadline
+	c.r.Reset(c.c)
+	if _, err := io.WriteString(c.c, "x\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !receivedWithin(got, "x", 2*time.Second) {
+		t.Fatal("BlackholeDownstream held back what the client sent")
+	}
+	if err := c.readUntil("tick", 300*time.Millisecond); err == nil {
+		t.Fatal("BlackholeDownstream let the server's bytes through")
+	}
+	p.Heal()
+	c.r.Reset(c.c)
+	if err := c.readUntil("echo:x", 5*time.Second); err != nil {
+		t.Fatalf("after the heal, the echo held back: %v", err)
+	}
+
+	// Hearing but unheard: the server's bytes arrive, what the client sends waits for the heal.
+	p.Partition(BlackholeUpstream)
+	time.Sleep(100 * time.Millisecond)
+	if _, err := io.WriteString(c.c, "y\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.readUntil("tick", 2*time.Second); err != nil {
+		t.Fatalf("BlackholeUpstream held back the server's bytes: %v", err)
+	}
+	if receivedWithin(got, "y", 300*time.Millisecond) {
+		t.Fatal("BlackholeUpstream let what the client sent through")
+	}
+	p.Heal()
+	if !receivedWithin(got, "y", 5*time.Second) {
+		t.Fatal("after the heal, what the client sent never arrived")
+	}
+	if p.Conns() != 1 {
+		t.Fatalf("one-way partitions must keep connections open: %d live, want 1", p.Conns())
 	}
 }
