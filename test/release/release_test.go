@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -183,7 +184,20 @@ func TestRelease(t *testing.T) {
 		g.Expect(p.SHA256).To(Equal(sha256File(t, filepath.Join(dist, name))), name)
 		g.Expect(p.Files).To(Equal([]krewFile{{From: "kubectl-lock", To: "."}}))
 		g.Expect(p.Bin).To(Equal("kubectl-lock"))
-		g.Expect(fileInTarGz(t, filepath.Join(dist, name), "kubectl-lock")).NotTo(BeEmpty(), "the archive holds the binary krew installs")
+		bin := fileInTarGz(t, filepath.Join(dist, name), "kubectl-lock")
+		g.Expect(bin).NotTo(BeEmpty(), "the archive holds the binary krew installs")
+		// The test builds of lockctl (the reliability harness's, with deliberate bugs) must never
+		// be what a user installs: the build's own record of its tags says which it is.
+		info, err := buildinfo.Read(bytes.NewReader(bin))
+		g.Expect(err).NotTo(HaveOccurred(), "the released binary carries its build information")
+		for _, setting := range info.Settings {
+			if setting.Key == "-tags" {
+				for _, tag := range []string{"mutants", "failpoints", "testclock"} {
+					g.Expect(strings.Split(setting.Value, ",")).NotTo(ContainElement(tag), "the released lockctl was built with the test tag %q", tag)
+				}
+			}
+		}
+		g.Expect(info.Path).To(Equal("github.com/lockwarden/lockwarden/cmd/lockctl"))
 	})
 
 	t.Run("SHA256SUMS holds the sum of every other file", func(t *testing.T) {
