@@ -174,6 +174,8 @@ func TestExitCodesAndMessages(t *testing.T) {
 			`lockctl: pod "web-0" not found in namespace "team-a"; set POD_NAME, POD_NAMESPACE and POD_UID from the downward API of the pod lockctl runs in (docs/lockctl.md)`},
 		{"acquire", lerr(lockclient.ErrForbidden, "lockclaims is forbidden: User \"u\" cannot create resource \"lockclaims\""), 4,
 			`lockctl: lockclaims is forbidden: User "u" cannot create resource "lockclaims"; give the service account the lockctl Role (config/samples/pods/lockctl-rbac.yaml) or fix --as`},
+		{"run", lerr(lockclient.ErrForbidden, `leases.coordination.k8s.io is forbidden: User "u" cannot create resource "leases" in API group "coordination.k8s.io"`), 122,
+			`lockctl: leases.coordination.k8s.io is forbidden: User "u" cannot create resource "leases" in API group "coordination.k8s.io"; give the account the lockctl-run Role (config/samples/pods/lockctl-run-rbac.yaml), or pass --heartbeat 0`},
 		{"acquire", lerr(lockclient.ErrBackendNotFound, "lock cannot be used"), 4, "lockctl: lock cannot be used; ask a cluster admin"},
 		{"acquire", lerr(lockclient.ErrKeyConflict, "lock cannot be granted"), 4, "lockctl: lock cannot be granted; give the DistributedLock another spec.key"},
 		{"wait", lerr(lockclient.ErrClaimNotFound, `claim "c" not found in namespace "team-a"`), 4,

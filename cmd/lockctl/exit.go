@@ -203,6 +203,10 @@ func errorLine(prog, cmd string, err error) string {
 		hint = "set POD_NAME, POD_NAMESPACE and POD_UID from the downward API of the pod lockctl runs in (docs/lockctl.md)"
 	case errors.Is(err, lockclient.ErrPodNotFound):
 		hint = "the claim's pod is gone; create a new claim"
+	case errors.Is(err, lockclient.ErrForbidden) && strings.Contains(err.Error(), `resource "leases"`):
+		// Only lockctl run outside a pod writes a Lease, its heartbeat, which the lockctl Role
+		// leaves out on purpose.
+		hint = "give the account the lockctl-run Role (config/samples/pods/lockctl-run-rbac.yaml), or pass --heartbeat 0"
 	case errors.Is(err, lockclient.ErrForbidden):
 		hint = "give the service account the lockctl Role (config/samples/pods/lockctl-rbac.yaml) or fix --as"
 	case errors.Is(err, lockclient.ErrBackendNotFound):

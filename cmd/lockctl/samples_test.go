@@ -70,7 +70,7 @@ func applySamples(ns, file string, dryRun bool) {
 var _ = Describe("The lockctl samples", func() {
 	It("are accepted by the API server", func() {
 		ns := newNamespace()
-		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "heartbeat-claim.yaml",
+		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "lockctl-run-rbac.yaml", "heartbeat-claim.yaml",
 			"gated-deployment.yaml", "gated-job.yaml", "semaphore-job.yaml", "read-write-lock.yaml", "leader-election.yaml"} {
 			applySamples(ns, file, true)
 		}
@@ -96,6 +96,16 @@ var _ = Describe("The lockctl samples", func() {
 		code, stdout, stderr := run(nil, append([]string{"status", "-n", ns}, as...)...)
 		Expect(code).To(Equal(exitOK), stderr)
 		Expect(stdout).To(ContainSubstring("db-migrate"))
+	})
+
+	It("grant an account outside the cluster all that lockctl run needs, heartbeat included", func() {
+		ns := newNamespace()
+		applySamples(ns, "lockctl-run-rbac.yaml", false)
+		newLock(ns, "db-migrate")
+		as := []string{"--as", "system:serviceaccount:" + ns + ":ci-runner", "-n", ns}
+		code, _, stderr := run(nil, append([]string{"run", "--lock", "db-migrate", "--heartbeat", "3s"}, append(as, "--", "true")...)...)
+		Expect(code).To(Equal(exitOK), stderr)
+		Expect(stderr).NotTo(ContainSubstring("forbidden"))
 	})
 
 	It("still work with the Role of an earlier release, which gets locks but cannot watch them", func() {

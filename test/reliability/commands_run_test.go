@@ -31,7 +31,13 @@ import (
 	"syscall"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 // Commands scenarios: the holders are `lockctl run` processes outside any pod, as a user runs
@@ -98,6 +104,59 @@ type commandClaimant struct {
 	log                      *commandLog
 }
 
+// holderRBAC is the RBAC the docs give whoever runs lockctl run outside a pod (docs/lockctl.md):
+// the lockctl holders run as its ServiceAccount, never as an admin, so that a request it does not
+// allow is refused and the rbac checker fails the run. What is tested is the file users apply.
+const holderRBAC = "../../config/samples/pods/lockctl-run-rbac.yaml"
+
+// holderAccount is holderRBAC's ServiceAccount in namespace ns.
+func holderAccount(ns string) rbacenv.Account {
+	return rbacenv.Account{Name: "ci-runner", Namespace: ns}
+}
+
+// installHolderRBAC applies holderRBAC in the scenario's namespace, as a user would (every
+// object moved there, the binding's subject too), and waits until each of its rules is in force.
+func (r *run) installHolderRBAC() error {
+	data, err := os.ReadFile(holderRBAC)
+	if err != nil {
+		return err
+	}
+	account := holderAccount(r.ns)
+	var grants []rbacenv.Grant
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := sigsyaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return fmt.Errorf("%s: %w", holderRBAC, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		u.SetNamespace(r.ns)
+		switch u.GetKind() {
+		case "RoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, sub := range subjects {
+				sub.(map[string]any)["namespace"] = r.ns
+			}
+			if err := unstructured.SetNestedSlice(u.Object, subjects, "subjects"); err != nil {
+				return err
+			}
+		case "Role":
+			var role rbacv1.Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &role); err != nil {
+				return err
+			}
+			for _, rule := range role.Rules {
+				grants = append(grants, rbacenv.Grant{Role: "Role " + role.Name, Namespace: r.ns, Rules: []rbacv1.PolicyRule{rule}})
+			}
+		}
+		if err := r.e.c.Create(r.ctx, u); err != nil {
+			return fmt.Errorf("%s: %s %s: %w", holderRBAC, u.GetKind(), u.GetName(), err)
+		}
+	}
+	return rbacenv.WaitAuthorized(r.ctx, r.e.c, account, grants, 30*time.Second)
+}
+
 // newCommandClaimant gives cl a proxy to the API server and a kubeconfig through it.
 func (r *run) newCommandClaimant(cl *claimant) (*commandClaimant, error) {
 	bin, err := r.e.lockctlBinary(r.s.mutant != "")
@@ -109,7 +168,7 @@ func (r *run) newCommandClaimant(cl *claimant) (*commandClaimant, error) {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s-%s-holder-%d", r.ns, cl.lock, cl.id)
-	kc, err := r.e.writeHolderKubeconfig(name, api.Addr())
+	kc, err := r.e.writeHolderKubeconfig(name, api.Addr(), holderAccount(r.ns))
 	if err != nil {
 		_ = api.Close()
 		return nil, err
@@ -341,6 +400,16 @@ func (r *run) partitionHolder(dur time.Duration, mode faultproxy.Mode) (string, 
 func (r *run) checkCommands(res *Result) {
 	runs := r.commands.results()
 	res.Violations = append(res.Violations, findings("commands", CheckCommands(runs))...)
+	// lockctl says on stderr what the API server refused it; the holders act as holderRBAC's
+	// account, so a refusal is a request lockctl makes that the documented Role does not grant.
+	logs, _ := filepath.Glob(filepath.Join(r.e.dir, r.ns+"-*-holder-*", "run-*.log"))
+	var said strings.Builder
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			said.Write(b)
+		}
+	}
+	res.Violations = append(res.Violations, findings("rbac", prefixed("lockctl holders", RBACRefusals(said.String(), holderAccount(r.ns).User(), nil)))...)
 	res.Violations = append(res.Violations, findings("commands", CheckCommandTokens(runs, r.grants))...)
 	ends := map[string]int{}
 	for _, run := range runs {

@@ -252,11 +252,12 @@ func (e *env) writeKubeconfig(name, addr string) (string, error) {
 }
 
 // writeHolderKubeconfig writes a kubeconfig for a lockctl holder that reaches the API server
-// through addr (its fault proxy), with the harness's own credentials.
-func (e *env) writeHolderKubeconfig(name, addr string) (string, error) {
+// through addr (its fault proxy) as account (the envtest admin's credentials, impersonating it).
+func (e *env) writeHolderKubeconfig(name, addr string, account rbacenv.Account) (string, error) {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: e.cfg.CAData}
-	kc.AuthInfos["holder"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken}
+	kc.AuthInfos["holder"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.cfg.CertData, ClientKeyData: e.cfg.KeyData, Token: e.cfg.BearerToken,
+		Impersonate: account.User(), ImpersonateGroups: account.Groups()}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "holder"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(e.dir, name+".kubeconfig")

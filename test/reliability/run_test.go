@@ -259,6 +259,9 @@ func (r *run) startWorkload() {
 	r.stopNew, r.draining = make(chan struct{}), make(chan struct{})
 	if r.s.commands {
 		r.commands = &commandLog{live: map[*commandClaimant]*liveCommand{}}
+		if err := r.installHolderRBAC(); err != nil {
+			r.t.Fatal(err)
+		}
 	}
 	for l := range locks {
 		lock := fmt.Sprintf("lock-%d", l)
@@ -480,7 +483,7 @@ func (r *run) newResult() Result {
 		HolderLabelsRequired: s.standby, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
 		CommandsRequired: s.commands, CommandStopRequired: slices.Contains(s.kinds, faultHolderPartition) || slices.Contains(s.kinds, faultHolderDeaf),
 		CommandCutOffRequired: slices.Contains(s.kinds, faultHolderMute),
-		FaultsSkipped: r.faults.skipped}
+		FaultsSkipped:         r.faults.skipped}
 	if s.standby && slices.Contains(s.standbyEnds(), EndNodeLoss) {
 		// A node lost under a holder that goes on writing: its later writes must be refused.
 		res.FencingRequired = true
