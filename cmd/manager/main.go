@@ -30,10 +30,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubeconfig auth plugins (OIDC, exec)
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -288,6 +290,12 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
+	// The election's lock is built after the manager, whose event recorder it needs, and checks
+	// a release against the record it has just read (leaderguard.ReleaseCheckedLock).
+	var electionLock *leaderguard.ReleaseCheckedLock
+	if o.leaderElect {
+		electionLock = &leaderguard.ReleaseCheckedLock{}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(o.workloads),
@@ -303,10 +311,21 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 		RetryPeriod:             &o.retryPeriod,
 		// The process exits right after the manager stops, so giving up the Lease at once lets a
 		// standby replica take over without waiting for it to expire.
-		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: resourceLockOrNil(electionLock),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if electionLock != nil {
+		inner, err := leaderelection.NewResourceLock(cfg, mgr, leaderelection.Options{
+			LeaderElection: true, LeaderElectionID: o.leaderElectionID, LeaderElectionNamespace: o.leaderElectionNS,
+			RenewDeadline: o.renewDeadline,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating the leader election lock: %w", err)
+		}
+		electionLock.Bind(inner)
 	}
 	if certWatcher != nil {
 		// The watcher reloads the certificate when its files change (a renewed Secret), on every
@@ -322,6 +341,15 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, o options) (ctrl.Manag
 		return nil, fmt.Errorf("adding ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// resourceLockOrNil is l as the manager's option: a nil interface, not a typed nil, when there is
+// no leader election.
+func resourceLockOrNil(l *leaderguard.ReleaseCheckedLock) resourcelock.Interface {
+	if l == nil {
+		return nil
+	}
+	return l
 }
 
 // setupControllers builds the backend registry, the renewer and the three reconcilers, and adds
