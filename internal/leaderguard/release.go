@@ -34,7 +34,9 @@ var ErrNotHolder = errors.New("the leader election record names another holder: 
 //
 // A manager that stops gives its election Lease up at once (ReleaseOnCancel), so that a standby
 // need not wait for it to expire. client-go's release reads the Lease first, but then asks its
-// memory, not what it read, whether it leads. A leader deposed while it was stopped (SIGSTOP, a VM
+// memory, not what it read, whether it leads. (The read was added so that a release would not
+// fail on a stale resourceVersion, kubernetes/client-go#1289; it also removed the
+// compare-and-swap that used to refuse a deposed leader's release.) A leader deposed while it was stopped (SIGSTOP, a VM
 // pause: the Guard's case) still remembers leading when it wakes, the Guard stops it, and its
 // release clears the record of the replica that took over: the new leader's next renewal is
 // refused, and any replica may take the Lease while the new leader still acts until its renew
