@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -38,16 +37,15 @@ import (
 const ReplicaExtra = "lockwarden-replica"
 
 // AuditPolicy records every request that may change state, once, when its response is complete:
-// gets and lists are left out (the harness polls; they would swamp the log) and so are
-// Events, which are reports, not state. Watches are kept (few: one per informer and restart),
-// for the 410 Gone answers an API server restart must cause (GoneWatches). Status writes of claims and pods keep their request
+// reads and watches are left out (the harness polls; they would swamp the log) and so are
+// Events, which are reports, not state. Status writes of claims and pods keep their request
 // body, so that the log says which one granted a claim (phase Held) or failed a pod.
 const AuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: None
-  verbs: ["get", "list"]
+  verbs: ["get", "list", "watch"]
 - level: None
   resources:
   - group: ""
@@ -196,18 +194,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// GoneWatches lists the managers' watches, received in [from, to], that the API server answered
-// 410 Gone: a watch resumed from a resourceVersion whose history neither the API server's watch
-// cache nor its etcd keeps. An apiserver-restart fault must cause at least one, or it did not do
-// what it is for.
-func GoneWatches(requests []AuditWrite, from, to time.Time) []AuditWrite {
-	var out []AuditWrite
-	for _, w := range requests {
-		if w.Verb == "watch" && w.Code == http.StatusGone && w.Replica != "" && !w.At.Before(from) && !w.At.After(to) {
-			out = append(out, w)
-		}
-	}
-	return out
 }

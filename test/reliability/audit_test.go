@@ -71,29 +71,6 @@ func TestAcceptedWrites(t *testing.T) {
 	}
 }
 
-func TestGoneWatches(t *testing.T) {
-	lines := []string{
-		auditLine("m0", "watch", "lockclaims", "", "", "", 410, "2026-12-05T12:00:00.500000Z"), // before
-		auditLine("m0", "watch", "lockclaims", "", "", "", 410, "2026-12-05T12:00:02.000000Z"),
-		auditLine("m1", "watch", "pods", "", "", "", 200, "2026-12-05T12:00:02.100000Z"),
-		auditLine("", "watch", "lockclaims", "", "ns", "", 410, "2026-12-05T12:00:02.200000Z"), // the harness
-		auditLine("m1", "get", "leases", "", "ns", "l", 410, "2026-12-05T12:00:02.300000Z"),
-		auditLine("m1", "watch", "distributedlocks", "", "", "", 410, "2026-12-05T12:00:03.000000Z"),
-	}
-	requests, err := ParseAuditWrites([]byte(strings.Join(lines, "\n") + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := time.Date(2026, 12, 5, 12, 0, 1, 0, time.UTC)
-	var got []string
-	for _, w := range GoneWatches(requests, from, from.Add(5*time.Second)) {
-		got = append(got, w.Replica+"/"+w.Resource)
-	}
-	if want := "m0/lockclaims,m1/distributedlocks"; strings.Join(got, ",") != want {
-		t.Errorf("gone watches: %v, want %s", got, want)
-	}
-}
-
 func TestParseAuditWritesRejectsGarbage(t *testing.T) {
 	if _, err := ParseAuditWrites([]byte("not json\n")); err == nil {
 		t.Error("a line that is not an audit event parsed without error")

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,9 +34,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
 // controlPlaneProc is one process of envtest's control plane (kube-apiserver or its etcd) that a
@@ -184,6 +191,12 @@ func (p *controlPlaneProc) stopRestarted() error {
 // which starts the API server again and waits until it answers /readyz.
 func restartAPIServerCompacted(t *testing.T, e *env) (heal func()) {
 	t.Helper()
+	// A resourceVersion every client may hold when the API server dies: after the restart a
+	// watch from it must be answered 410 Gone, or the fault did not do what it is for.
+	var before locksv1alpha1.LockClaimList
+	if err := e.c.List(context.Background(), &before, client.Limit(1)); err != nil {
+		t.Errorf("reading a resourceVersion before the restart: %v", err)
+	}
 	if err := e.apiserver.kill(); err != nil {
 		t.Errorf("killing: %v", err)
 		return func() {}
@@ -204,8 +217,37 @@ func restartAPIServerCompacted(t *testing.T, e *env) (heal func()) {
 		}
 		if err := e.waitReady(60 * time.Second); err != nil {
 			t.Errorf("the restarted kube-apiserver: %v", err)
+			return
+		}
+		if err := e.expectGone(before.ResourceVersion); err != nil {
+			t.Errorf("apiserver-restart did not expire the watch history: %v", err)
 		}
 	}
+}
+
+// expectGone watches LockClaims from resourceVersion rv and wants the API server's answer to be
+// 410 Gone (an Expired error event, or the request refused so), within 10 s.
+func (e *env) expectGone(rv string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := e.c.Watch(ctx, &locksv1alpha1.LockClaimList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("watch from resourceVersion %s: %w", rv, err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Error {
+			continue // events after rv: the history is still there, unless an error follows
+		}
+		if status, ok := ev.Object.(*metav1.Status); ok && status.Code == http.StatusGone {
+			return nil
+		}
+		return fmt.Errorf("watch from resourceVersion %s ended with %v", rv, ev.Object)
+	}
+	return fmt.Errorf("a watch from resourceVersion %s, before the restart, was served without 410 Gone", rv)
 }
 
 // waitReady polls the API server's /readyz until it answers ok.

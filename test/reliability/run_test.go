@@ -21,7 +21,6 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -574,31 +573,6 @@ func (r *run) checkBackend(res *Result) ([]HeldSample, []KeyTimeline) {
 	return samples, timelines
 }
 
-// checkGoneWatches proves each apiserver-restart fault did what it is for: within 30 s of the
-// restarted API server's start, the API server answered at least one of the managers' resumed
-// watches 410 Gone (by its audit log), so that their informers had to list again.
-func (r *run) checkGoneWatches(res *Result) {
-	requests, err := ReadAuditLog(r.e.audit, r.auditFrom)
-	if err != nil {
-		r.errf("%v", err)
-		return
-	}
-	for _, sp := range r.faults.startups {
-		gone := GoneWatches(requests, sp.From, sp.To.Add(30*time.Second))
-		if len(gone) == 0 {
-			res.Violations = append(res.Violations, findings("fault", []string{fmt.Sprintf(
-				"apiserver-restart at %.1fs: no manager's watch was answered 410 Gone after the restart; the fault did not force a fresh list", sp.From.Sub(r.started).Seconds())})...)
-			continue
-		}
-		resources := map[string]bool{}
-		for _, w := range gone {
-			resources[w.Resource] = true
-		}
-		r.faults.log = append(r.faults.log, fmt.Sprintf("apiserver-restart at %.1fs: %d manager watches answered 410 Gone (%s)",
-			sp.From.Sub(r.started).Seconds(), len(gone), strings.Join(slices.Sorted(maps.Keys(resources)), ", ")))
-	}
-}
-
 // checkScenario runs the checkers that the scenario's faults and settings turn on (a deposed
 // leader, a lock delay, eviction, an outside holder, a re-created lock), and adds the recorder's
 // own findings.
@@ -620,9 +594,6 @@ func (r *run) checkScenario(res *Result) {
 			res.Violations = append(res.Violations, findings("lock-delay", audited.Violations)...)
 			r.faults.log = append(r.faults.log, fmt.Sprintf("lock delay by the API server's clock: %d grants judged after a pod the harness ended", audited.Checked))
 		}
-	}
-	if len(r.faults.startups) > 0 {
-		r.checkGoneWatches(res)
 	}
 	if s.lossPolicy == locksv1alpha1.LossPolicyEvict {
 		res.Violations = append(res.Violations, findings("evicted", CheckEvicted(grants, evictionBound))...)
