@@ -268,7 +268,10 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 	var position int32
 	for _, q := range queue {
 		c := q.claim
-		if s.waitOver(c) {
+		// A pass that only took the lock's key tried no claim: the next one, a tenth of a second
+		// later, does. Ending a wait now would time out a waitTimeoutSeconds 0 claim on a free
+		// lock without having tried it.
+		if !s.keyTaken && s.waitOver(c) {
 			continue
 		}
 		position++
