@@ -80,6 +80,8 @@ type env struct {
 	// backend's records below the API server (registryReader).
 	registry *clientv3.Client
 
+	sched scheduler // the kube-scheduler of gated runs, started on first use
+
 	lockctl, lockctlMutants builtOnce // lockctl, built on first use (commands runs), and with the mutants tag
 
 	mutantOnce sync.Once
@@ -151,6 +153,7 @@ func startEnv(t *testing.T) *env {
 		}
 	})
 	e.cfg = cfg
+	t.Cleanup(e.sched.stop) // before envtest stops its API server (cleanups run last first)
 	// Before any backend server starts: the only etcd child now is the API server's.
 	apiservers, etcds := proc.ChildrenNamed("kube-apiserver"), proc.ChildrenNamed("etcd")
 	if len(apiservers) != 1 || len(etcds) != 1 {

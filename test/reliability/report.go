@@ -99,6 +99,10 @@ type Result struct {
 	// judged nothing); HolderLabelled counts those pods.
 	HolderLabelsRequired bool
 	HolderLabelled       int
+	// GatesRequired: a gated run, whose gates the gates checker judges, so some pod must have
+	// been seen admitted (its gate lifted; else it judged nothing); GatesLifted counts them.
+	GatesRequired bool
+	GatesLifted   int
 	// JobsRequired: a jobs run, so the ways a Job ends must have been judged: some grant after a
 	// failed or deleted Job (JobDelayChecked counts them) and some pod killed under a running Job
 	// whose hold lasted through it (PodKillsHeldThrough, of PodKills). JobHandoffsRequired (a
@@ -184,6 +188,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.HolderLabelsRequired && r.HolderLabelled == 0 {
 		out = append(out, "no pod was seen labelled holder: the role label was not checked")
+	}
+	if r.GatesRequired && r.GatesLifted == 0 {
+		out = append(out, "no gated pod was seen admitted (its gate lifted): the gates were not checked")
 	}
 	if r.JobsRequired && r.JobDelayChecked == 0 {
 		out = append(out, "the lock delay after a failed or deleted Job was never checked: no grant followed one")

@@ -47,10 +47,14 @@ type PodRole struct {
 	Role string
 	// Terminating says the pod has a deletionTimestamp; Gone that the event is its deletion.
 	Terminating, Gone bool
+	// Gated says the pod carries lockwarden's scheduling gate; Finished that its phase is
+	// Succeeded or Failed.
+	Gated, Finished bool
 }
 
-// holder says whether the pod, as this event shows it, is labelled holder.
-func (p PodRole) holder() bool { return !p.Gone && p.Role == roleHolder }
+// holder says whether the pod, as this event shows it, is labelled holder and may take traffic:
+// a finished pod keeps its label, but a Service sends nothing to it.
+func (p PodRole) holder() bool { return !p.Gone && !p.Finished && p.Role == roleHolder }
 
 // LockRecord is one DistributedLock as one event of a watch of the run's locks showed it: the
 // claims its record (status.holders) names as holding it.

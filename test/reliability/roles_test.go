@@ -108,6 +108,11 @@ func TestCheckHolderRecord(t *testing.T) {
 	if v, _ := CheckHolderRecord(early, []LockRecord{record(1000, "c-a"), record(1200)}, grace, at(5000)); len(v) != 0 {
 		t.Fatalf("stretches within the grace: %v", v)
 	}
+	// A finished pod (a gated pod's process exited) keeps its label, but takes no traffic.
+	exited := []PodRole{pod(10, "a", "holder"), finished(pod(100, "a", "holder"))}
+	if v, _ := CheckHolderRecord(exited, []LockRecord{record(5, "c-a"), record(110)}, grace, at(5000)); len(v) != 0 {
+		t.Fatalf("a finished pod labelled holder: %v", v)
+	}
 	for name, c := range map[string]struct {
 		pods    []PodRole
 		records []LockRecord

@@ -83,7 +83,8 @@ type run struct {
 	claimants         sync.WaitGroup   // the running claimants
 	zombies           atomic.Int64     // holds whose claimant wrote on after its claim ended
 	slowHolders       []chan struct{}  // closed when each pinned claimant (claimant 0 of a lock) began to hold
-	roles             *roleWatch       // the pods' role labels and the locks' records (standby runs)
+	roles             *roleWatch       // the pods' role labels and the locks' records (standby and gated runs)
+	admissions        *admissionLog    // what the gated pods read when they were scheduled (gated runs)
 	jobs              *jobWatch        // the Jobs, resumed and ended (jobs runs)
 	commands          *commandLog      // the lockctl holders' runs (commands runs)
 	decksMu           sync.Mutex       // guards decks
@@ -243,9 +244,15 @@ func (r *run) startWorkload() {
 	} else {
 		go r.rec.run(r.ctx, r.e.c, r.ns)
 	}
-	if r.s.standby {
+	if r.s.standby || r.s.gated {
 		r.createNodes()
 		r.roles = watchRoles(r.ctx, r.e.c, r.ns)
+	}
+	if r.s.gated {
+		r.admissions = &admissionLog{}
+		if err := r.e.startScheduler(); err != nil {
+			r.t.Fatal(err)
+		}
 	}
 	if r.s.jobs {
 		r.jobs = watchJobs(r.ctx, r.e.c, r.ns)
@@ -293,6 +300,9 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 		mode: locksv1alpha1.LockModeShared, alone: s.lockPlaces() == 1}
 	if s.standby {
 		cl.node, cl.rotateEnds, cl.ends = nodeName(r.ns, lock, i), true, s.standbyEnds()
+	}
+	if s.gated {
+		cl.gated, cl.admitted, cl.rotateEnds, cl.ends = true, r.admissions.add, true, s.gatedEnds()
 	}
 	if s.exclusiveClaimant(i) {
 		cl.mode, cl.alone = locksv1alpha1.LockModeExclusive, true
@@ -437,7 +447,7 @@ func (r *run) teardown() {
 	}
 	_ = c.DeleteAllOf(ctx, &locksv1alpha1.LockClaim{}, client.InNamespace(ns))
 	_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
-	if r.s.standby {
+	if r.s.standby || r.s.gated {
 		r.deleteNodes()
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -479,7 +489,7 @@ func (r *run) newResult() Result {
 		// fault cuts one off: the delay is checked there, but not required.
 		LockDelayRequired: s.lockDelay > 0 && !s.jobs && !s.commands, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
-		HolderLabelsRequired: s.standby, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
+		HolderLabelsRequired: s.standby || s.gated, GatesRequired: s.gated, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
 		CommandsRequired: s.commands, CommandStopRequired: slices.Contains(s.kinds, faultHolderPartition) || slices.Contains(s.kinds, faultHolderDeaf),
 		CommandCutOffRequired: slices.Contains(s.kinds, faultHolderMute),
 		FaultsSkipped:         r.faults.skipped}

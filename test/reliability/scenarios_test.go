@@ -88,6 +88,12 @@ type scenario struct {
 	// set, replaces that turn). The role-label checkers judge the pods' labels, and the fenced
 	// register must have refused the writes of a holder cut off with its node.
 	standby bool
+	// gated makes the claimants pods that wait behind lockwarden's scheduling gate
+	// (gated_test.go), scheduled by the real kube-scheduler once the controller lifts the gate;
+	// their holds end in turn by the pod's exit (0 or a death) and its deletion, at once or
+	// graceful (ends, when set, replaces that turn). The gates and admissions checkers judge
+	// the gates, and the role-label checkers the pods' labels.
+	gated bool
 	// jobs makes the claimants create Jobs that ask for the lock by annotation, suspended
 	// (jobs_run_test.go), on locks with lockDelaySeconds of jobLockDelay: the controller makes
 	// each Job's claim and resumes the Job with its token once the claim holds; the claimant
@@ -173,6 +179,9 @@ func smokeScenarios() []scenario {
 		jobs(""),
 		// lockctl run as holders, one cut off from the API server while its command runs.
 		commandRuns(faultHolderPartition),
+		// Gated pods, scheduled by kube-scheduler once their gate is lifted, across a leader's
+		// death.
+		gated(faultLeaderKill),
 	}
 }
 
@@ -341,9 +350,10 @@ func mutantScenario(m mutant.Name) scenario {
 		s = jobs("")
 		s.workload, s.expect = 20*time.Second, "job-runs"
 	case mutant.RecordAnyHolder:
-		// Every waiting pod is labelled holder beside the one that holds.
-		s = standby("")
-		s.workload, s.expect = 20*time.Second, "holder-labels"
+		// Every waiting pod is marked holder beside the one that holds: its gate lifted, it is
+		// scheduled and runs beside the holder.
+		s = gated("")
+		s.workload, s.expect = 20*time.Second, "gates"
 	case mutant.ResumeLapsed:
 		// The leader is killed while Redis holds keys; the standby takes over only after the
 		// 15 s leader-election lease, three leases after their last renewal: every hold lapsed.
@@ -469,6 +479,11 @@ func fullScenarios() []scenario {
 	// A lockctl holder cut off one way (after the others): deaf (heard, hearing nothing) and
 	// mute (hearing, not heard).
 	out = append(out, commandRuns(faultHolderDeaf), commandRuns(faultHolderMute))
+	// Gated pods scheduled by kube-scheduler (after the others): without a fault, across a
+	// leader's death, and with the API server stopped for 1–3 TTLs.
+	pause := gated(faultAPIServerPause)
+	pause.replicas = 2
+	out = append(out, gated(""), gated(faultLeaderKill), pause)
 	return out
 }
 

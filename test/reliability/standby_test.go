@@ -22,12 +22,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	kresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
@@ -94,6 +96,9 @@ func (r *run) createNodes() {
 			if err := setNodeReady(r.ctx, r.e.c, n.Name, corev1.ConditionTrue); err != nil {
 				r.t.Fatal(err)
 			}
+			if err := untaintReady(r.ctx, r.e.c, n.Name); err != nil {
+				r.t.Fatal(err)
+			}
 		}
 	}
 }
@@ -101,6 +106,24 @@ func (r *run) createNodes() {
 // deleteNodes deletes the run's Nodes.
 func (r *run) deleteNodes() {
 	_ = r.e.c.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{nodeRunLabel: r.ns})
+}
+
+// untaintReady removes the not-ready taint that the API server puts on every new Node
+// (TaintNodesByCondition), as the node lifecycle controller does once the node is Ready, so that
+// kube-scheduler may bind a gated pod there.
+func untaintReady(ctx context.Context, c client.Client, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			return err
+		}
+		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		if len(kept) == len(n.Spec.Taints) {
+			return nil
+		}
+		n.Spec.Taints = kept
+		return c.Update(ctx, n)
+	})
 }
 
 // setNodeReady sets the Ready condition of Node name to status, with its lastTransitionTime now
@@ -129,6 +152,12 @@ func setNodeReady(ctx context.Context, c client.Client, name string, status core
 		}
 		if !found {
 			n.Status.Conditions = append(n.Status.Conditions, cond)
+		}
+		if n.Status.Allocatable == nil {
+			// Room for pods, which kube-scheduler needs to bind a gated pod here.
+			n.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: kresource.MustParse("110"),
+				corev1.ResourceCPU: kresource.MustParse("4"), corev1.ResourceMemory: kresource.MustParse("8Gi")}
+			n.Status.Allocatable = n.Status.Capacity
 		}
 		return c.Status().Update(ctx, n)
 	})
@@ -314,7 +343,11 @@ func (w *roleWatch) seePod(t watch.EventType, o client.Object, at time.Time) {
 	}
 	p := PodRole{At: at, Revision: revisionOf(pod.ResourceVersion), Pod: pod.Name, Lock: pod.Namespace + "/" + lock,
 		Claim: locksv1alpha1.PodClaimName(pod.Name, pod.UID, lock), Role: pod.Labels[locksv1alpha1.PodRoleLabel],
-		Terminating: pod.DeletionTimestamp != nil, Gone: t == watch.Deleted}
+		Terminating: pod.DeletionTimestamp != nil, Gone: t == watch.Deleted,
+		Gated: slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+			return g.Name == locksv1alpha1.PodSchedulingGate
+		}),
+		Finished: pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed}
 	w.mu.Lock()
 	w.pods = append(w.pods, p)
 	w.mu.Unlock()
@@ -343,6 +376,9 @@ func (r *run) checkRoles(res *Result) {
 	res.Violations = append(res.Violations, findings("holder-labels", CheckHolderLabels(pods, r.placesOf))...)
 	stale, longest := CheckHolderRecord(pods, records, r.roleGrace(), r.observedUntil)
 	res.Violations = append(res.Violations, findings("holder-record", stale)...)
+	if r.s.gated {
+		r.checkGates(res, pods)
+	}
 	r.t.Logf("role watch: %d pod changes, %d lock record changes, %d pods labelled holder, longest labelled holder without holding or while terminating %s (grace %s)",
 		len(pods), len(records), res.HolderLabelled, longest.Round(time.Millisecond), r.roleGrace())
 }

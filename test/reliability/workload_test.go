@@ -329,6 +329,11 @@ type claimant struct {
 	// of drawing them, so that every kind of end happens in every run; holds counts the holds.
 	rotateEnds bool
 	holds      int
+	// gated makes the claimant a gated pod's (gated_test.go): its pods carry lockwarden's
+	// scheduling gate and no node, and the claimant starts writing only once kube-scheduler
+	// bound its pod, with the token the pod's annotation carries; admitted records that.
+	gated    bool
+	admitted func(Admission)
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -344,14 +349,21 @@ func (cl *claimant) run(ctx context.Context) {
 
 func (cl *claimant) once(ctx context.Context, name string) {
 	create := cl.createClaimed
-	if cl.node != "" {
+	switch {
+	case cl.node != "":
 		create = cl.createStandby
+	case cl.gated:
+		create = cl.createGated
 	}
 	pod, claim, rec := create(ctx, name)
 	if pod == nil {
 		return
 	}
 	name = claim.Name // the claim's name names the writer and its grant
+	if cl.gated {
+		cl.runGated(ctx, name, pod, claim, rec)
+		return
+	}
 
 	var giveUp <-chan time.Time
 	if cl.giveUpAfter > 0 {
@@ -383,7 +395,12 @@ func (cl *claimant) once(ctx context.Context, name string) {
 	case <-cl.drain: // left waiting: reported stuck if still Pending
 		return
 	}
-	token := cl.tokenOf(name)
+	cl.hold(ctx, name, pod, claim, rec, cl.tokenOf(name))
+}
+
+// hold is one hold of the lock, from its grant with token to its end: the critical section,
+// then one of the ways a hold ends.
+func (cl *claimant) hold(ctx context.Context, name string, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, rec *claimRec, token int64) {
 	write := func() {
 		if !cl.alone {
 			return // a reader: the resource does not fence reads
@@ -680,4 +697,28 @@ func (cl *claimant) tokenOf(name string) int64 {
 func (cl *claimant) cleanup(ctx context.Context, claim *locksv1alpha1.LockClaim, pod *corev1.Pod) {
 	_ = client.IgnoreNotFound(cl.c.Delete(ctx, claim))
 	_ = client.IgnoreNotFound(cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)))
+}
+
+// runGated is one gated claimant run after its pod was created: it waits for kube-scheduler to
+// bind the pod, then, as the kubelet and the pod's process, marks it Running and holds with the
+// token the pod read.
+func (cl *claimant) runGated(ctx context.Context, name string, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, rec *claimRec) {
+	token, scheduled := cl.awaitScheduled(ctx, pod, rec)
+	if !scheduled {
+		select {
+		case <-cl.drain: // left waiting: reported stuck if still Pending
+			return
+		default:
+		}
+		cl.cleanup(ctx, claim, pod) // ended without holding: pause before the next pod
+		select {
+		case <-time.After(cl.ttl / 5):
+		case <-cl.drain:
+		}
+		return
+	}
+	if err := cl.setPodPhase(ctx, pod, corev1.PodRunning); err != nil {
+		cl.errs("marking pod %s Running: %v", pod.Name, err)
+	}
+	cl.hold(ctx, name, pod, claim, rec, token)
 }
