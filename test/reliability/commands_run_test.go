@@ -117,19 +117,16 @@ func holderAccount(ns string) rbacenv.Account {
 // installHolderRBAC applies holderRBAC in the scenario's namespace, as a user would (every
 // object moved there, the binding's subject too), and waits until each of its rules is in force.
 func (r *run) installHolderRBAC() error {
-	data, err := os.ReadFile(holderRBAC)
+	docs, err := rbacenv.YAMLDocuments(holderRBAC)
 	if err != nil {
 		return err
 	}
 	account := holderAccount(r.ns)
 	var grants []rbacenv.Grant
-	for _, doc := range strings.Split(string(data), "\n---\n") {
+	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
-		if err := sigsyaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		if err := sigsyaml.Unmarshal(doc, &u.Object); err != nil {
 			return fmt.Errorf("%s: %w", holderRBAC, err)
-		}
-		if len(u.Object) == 0 {
-			continue
 		}
 		u.SetNamespace(r.ns)
 		switch u.GetKind() {

@@ -36,10 +36,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -252,10 +250,11 @@ func (e *env) expectGone(rv string) error {
 
 // waitReady polls the API server's /readyz until it answers ok.
 func (e *env) waitReady(within time.Duration) error {
-	rc, err := rest.RESTClientFor(restConfigForProbe(e.cfg))
+	dc, err := discovery.NewDiscoveryClientForConfig(e.cfg)
 	if err != nil {
 		return err
 	}
+	rc := dc.RESTClient()
 	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -269,13 +268,4 @@ func (e *env) waitReady(within time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// restConfigForProbe is cfg fit for a raw REST client.
-func restConfigForProbe(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &schema.GroupVersion{}
-	c.APIPath = "/"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
 }

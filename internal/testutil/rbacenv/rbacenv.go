@@ -96,7 +96,7 @@ func Load(dir string, a Account) ([]client.Object, []Grant, error) {
 	type ref struct{ key, binding string }
 	var bound []ref
 	for _, f := range a.controllerRBAC() {
-		docs, err := yamlDocuments(filepath.Join(dir, f.file))
+		docs, err := YAMLDocuments(filepath.Join(dir, f.file))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -181,8 +181,9 @@ func (a Account) bind(subjects []rbacv1.Subject) error {
 	return nil
 }
 
-// yamlDocuments splits a YAML file into its non-empty documents.
-func yamlDocuments(path string) ([][]byte, error) {
+// YAMLDocuments splits the YAML file at path into its non-empty documents (comments alone make
+// none).
+func YAMLDocuments(path string) ([][]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
