@@ -65,6 +65,18 @@ func init() {
 			return expire, err == nil, err
 		}
 	}
+	if mutant.Active(mutant.JoinAnyHold) {
+		next := seams.holdToJoin
+		seams.holdToJoin = func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder {
+			if rec := next(s, c); rec != nil {
+				return rec
+			}
+			if len(s.lock.Status.Holders) > 0 {
+				return &s.lock.Status.Holders[0] // the lock's first hold, whoever holds it
+			}
+			return nil
+		}
+	}
 	if mutant.Active(mutant.IgnoreLockDelay) {
 		seams.grantDelay = func(*time.Time, time.Time) time.Duration { return 0 }
 	}

@@ -126,7 +126,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 // (reentrancy), and tells whether it did. An Exclusive claim cannot join a Shared place: that
 // would make a reader a writer beside the other readers.
 func (r *Reconciler) joinHold(s *lockScope, c *locksv1alpha1.LockClaim) bool {
-	rec := s.recordOf(s.identityOf(c))
+	rec := seams.holdToJoin(s, c)
 	if rec == nil || (recordShared(rec) && s.claimMode(c) == grantExclusive) {
 		return false
 	}

@@ -54,6 +54,9 @@ var seams = struct {
 	// resumeAlive is the record keeper's answer to whether a resumed hold lives, as the pass
 	// takes it: as it is (holds.go).
 	resumeAlive func(expire time.Time, alive bool, err error) (time.Time, bool, error)
+	// holdToJoin is the recorded hold a waiting claim may join (reentrancy): the one of its own
+	// identity, or nil (queue.go).
+	holdToJoin func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder
 }{
 	planGrants:   planGrants,
 	grantDelay:   grantDelay,
@@ -71,5 +74,8 @@ var seams = struct {
 	},
 	resumeAlive: func(expire time.Time, alive bool, err error) (time.Time, bool, error) {
 		return expire, alive, err
+	},
+	holdToJoin: func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder {
+		return s.recordOf(s.identityOf(c))
 	},
 }

@@ -86,9 +86,13 @@ const (
 	// ResumeUnheld resumes a Job (any workload object that waits suspended for a lock) as soon as
 	// its claim is queued, before it holds: two Jobs of one lock run at once.
 	ResumeUnheld Name = "resume-unheld"
+	// JoinAnyHold lets a waiting claim re-enter the lock's first recorded hold whatever identity
+	// holds it: reentrancy matched by the lock alone, so a claim of another pod shares the
+	// holder's hold and token.
+	JoinAnyHold Name = "join-any-hold"
 )
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
 	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder,
-	IgnoreLocalDeadline, ResumeLapsed}
+	IgnoreLocalDeadline, ResumeLapsed, JoinAnyHold}

@@ -111,6 +111,11 @@ type Grant struct {
 	// phase), and HeldAgainToken the token it showed then: never, in a correct controller.
 	HeldAgain      time.Time
 	HeldAgainToken int64
+	// Reenters names, for a re-entry's claim (a second claim of the holder's pod made while it
+	// holds), the claim whose hold it re-enters; GaveUp is when the claimant stopped waiting for
+	// it to be Held, if it did.
+	Reenters string
+	GaveUp   time.Time
 }
 
 // CheckTokens checks S2 over the grants of every lock, in the order they were observed: each

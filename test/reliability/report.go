@@ -103,6 +103,10 @@ type Result struct {
 	// been seen admitted (its gate lifted; else it judged nothing); GatesLifted counts them.
 	GatesRequired bool
 	GatesLifted   int
+	// ReentryRequired: a reentry run, so some re-entry must have joined its hold (else the
+	// reentry checker judged nothing); Reentries counts them.
+	ReentryRequired bool
+	Reentries       int
 	// JobsRequired: a jobs run, so the ways a Job ends must have been judged: some grant after a
 	// failed or deleted Job (JobDelayChecked counts them) and some pod killed under a running Job
 	// whose hold lasted through it (PodKillsHeldThrough, of PodKills). JobHandoffsRequired (a
@@ -188,6 +192,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.HolderLabelsRequired && r.HolderLabelled == 0 {
 		out = append(out, "no pod was seen labelled holder: the role label was not checked")
+	}
+	if r.ReentryRequired && r.Reentries == 0 {
+		out = append(out, "no re-entry joined its hold: reentrancy was not checked")
 	}
 	if r.GatesRequired && r.GatesLifted == 0 {
 		out = append(out, "no gated pod was seen admitted (its gate lifted): the gates were not checked")

@@ -96,7 +96,8 @@ type run struct {
 	faults            faultsRun
 
 	// drain and findOrphans
-	grants        []Grant   // every claim's history at the drain deadline
+	grants        []Grant   // every claim's history at the drain deadline, but the re-entries'
+	reentries     []Grant   // the re-entries' claims' histories (reentry runs)
 	observedUntil time.Time // when the observer stopped
 	orphaned      []string  // backend keys that outlived their claims
 }
@@ -301,6 +302,7 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 	if s.standby {
 		cl.node, cl.rotateEnds, cl.ends = nodeName(r.ns, lock, i), true, s.standbyEnds()
 	}
+	cl.reenter = s.reentry
 	if s.gated {
 		cl.gated, cl.admitted, cl.rotateEnds, cl.ends = true, r.admissions.add, true, s.gatedEnds()
 	}
@@ -408,8 +410,10 @@ func (r *run) drain() {
 	time.AfterFunc(workload-healed, func() { close(r.stopNew) })
 	time.AfterFunc(drainAfter-healed, func() { close(r.draining) })
 
-	r.claimants.Wait()         // every claimant finished, or gave up waiting at the drain deadline
-	r.grants = r.rec.results() // Pending now: still waiting after the drain deadline
+	// Every claimant finished, or gave up waiting at the drain deadline; Pending now is still
+	// waiting after it.
+	r.claimants.Wait()
+	r.grants, r.reentries = splitReentries(r.rec.results())
 	r.stopSampling()
 	r.observedUntil = time.Now()
 	r.stopObserving()
@@ -489,7 +493,7 @@ func (r *run) newResult() Result {
 		// fault cuts one off: the delay is checked there, but not required.
 		LockDelayRequired: s.lockDelay > 0 && !s.jobs && !s.commands, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
-		HolderLabelsRequired: s.standby || s.gated, GatesRequired: s.gated, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
+		HolderLabelsRequired: s.standby || s.gated, GatesRequired: s.gated, ReentryRequired: s.reentry, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
 		CommandsRequired: s.commands, CommandStopRequired: slices.Contains(s.kinds, faultHolderPartition) || slices.Contains(s.kinds, faultHolderDeaf),
 		CommandCutOffRequired: slices.Contains(s.kinds, faultHolderMute),
 		FaultsSkipped:         r.faults.skipped}
@@ -633,6 +637,12 @@ func (r *run) checkScenario(res *Result) {
 	}
 	if r.roles != nil {
 		r.checkRoles(res)
+	}
+	if r.s.reentry {
+		v, joined := CheckReentries(r.reentries, r.grants)
+		res.Reentries = joined
+		res.Violations = append(res.Violations, findings("reentry", v)...)
+		r.t.Logf("re-entries: %d made, %d joined their hold", len(r.reentries), joined)
 	}
 	if r.jobs != nil {
 		r.checkJobs(res)

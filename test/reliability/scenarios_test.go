@@ -94,6 +94,10 @@ type scenario struct {
 	// graceful (ends, when set, replaces that turn). The gates and admissions checkers judge
 	// the gates, and the role-label checkers the pods' labels.
 	gated bool
+	// reentry makes every hold re-enter its lock: after its first write the claimant makes a
+	// second claim for its pod on the lock, which must share the hold and its token at once
+	// (reentry.go), writes once more, and deletes it; the lock must stay held for the first.
+	reentry bool
 	// jobs makes the claimants create Jobs that ask for the lock by annotation, suspended
 	// (jobs_run_test.go), on locks with lockDelaySeconds of jobLockDelay: the controller makes
 	// each Job's claim and resumes the Job with its token once the claim holds; the claimant
@@ -295,6 +299,20 @@ func commandRuns(kind faultKind) scenario {
 	return s
 }
 
+// reentry is a run on backend whose holds each re-enter their lock once, with a fault of kind
+// ("" for none; two replicas when it hits the managers).
+func reentry(backend string, kind faultKind) scenario {
+	s := scenario{name: "reentry", backend: backend, replicas: 1, reentry: true, workload: 30 * time.Second}
+	if kind == "" {
+		return s
+	}
+	s.name, s.kinds, s.workload = "reentry-"+string(kind), []faultKind{kind}, 40*time.Second
+	if managerFault(kind) {
+		s.replicas = 2
+	}
+	return s
+}
+
 // mutantScenario is the short seeded run that must catch mutant m, and the checker that must.
 func mutantScenario(m mutant.Name) scenario {
 	var s scenario
@@ -354,6 +372,10 @@ func mutantScenario(m mutant.Name) scenario {
 		// scheduled and runs beside the holder.
 		s = gated("")
 		s.workload, s.expect = 20*time.Second, "gates"
+	case mutant.JoinAnyHold:
+		// Every waiting claim joins the current holder's hold: two pods hold the mutex at once.
+		s = reentry("kubernetes", "")
+		s.workload, s.expect = 20*time.Second, "exclusion"
 	case mutant.ResumeLapsed:
 		// The leader is killed while Redis holds keys; the standby takes over only after the
 		// 15 s leader-election lease, three leases after their last renewal: every hold lapsed.
@@ -484,6 +506,9 @@ func fullScenarios() []scenario {
 	pause := gated(faultAPIServerPause)
 	pause.replicas = 2
 	out = append(out, gated(""), gated(faultLeaderKill), pause)
+	// Holds that re-enter their lock (after the others): without a fault, and across a leader's
+	// death, on the built-in backend and on Redis.
+	out = append(out, reentry("kubernetes", ""), reentry("kubernetes", faultLeaderKill), reentry("redis", faultLeaderKill))
 	return out
 }
 

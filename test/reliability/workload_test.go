@@ -334,6 +334,8 @@ type claimant struct {
 	// bound its pod, with the token the pod's annotation carries; admitted records that.
 	gated    bool
 	admitted func(Admission)
+	// reenter makes each hold re-enter the lock once (reenterOnce).
+	reenter bool
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -429,6 +431,9 @@ func (cl *claimant) hold(ctx context.Context, name string, pod *corev1.Pod, clai
 				time.Sleep(section / time.Duration(cl.writes-1))
 			}
 			write()
+			if i == 0 && cl.reenter {
+				cl.reenterOnce(ctx, name, pod, rec, write)
+			}
 		}
 	}
 	cl.zombie(rec, name, token, write)
@@ -722,3 +727,42 @@ func (cl *claimant) runGated(ctx context.Context, name string, pod *corev1.Pod, 
 	}
 	cl.hold(ctx, name, pod, claim, rec, token)
 }
+
+// reenterOnce re-enters the lock that claim outer (of pod) holds, as a program that takes the
+// lock again in a nested call does: it makes a second claim for the pod on the lock, waits until
+// it is Held (or until the outer hold ends or the drain; at most reentryWait), writes once more under
+// the outer claim's name (one holder, one token), and deletes the second claim, waiting (at
+// most a TTL) for it to end. The outer hold must survive that deletion.
+func (cl *claimant) reenterOnce(ctx context.Context, outer string, pod *corev1.Pod, outerRec *claimRec, write func()) {
+	name := outer + "-re"
+	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
+	cl.rec.update(name, func(g *Grant) { g.Created, g.Exclusive, g.Reenters = time.Now(), cl.alone, outer })
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}, Mode: cl.mode}}
+	if err := cl.c.Create(ctx, claim); err != nil {
+		cl.errs("creating claim %s: %v", name, err)
+		return
+	}
+	select {
+	case <-rec.acquired:
+		write()
+	case <-time.After(cl.reentryWait()):
+		cl.rec.update(name, func(g *Grant) { g.GaveUp = time.Now() })
+	case <-outerRec.ended:
+		cl.rec.update(name, func(g *Grant) { g.GaveUp = time.Now() })
+	case <-cl.drain:
+		cl.rec.update(name, func(g *Grant) { g.GaveUp = time.Now() })
+	}
+	cl.endBy(ctx, name, func() error { return cl.c.Delete(ctx, claim) }, "deleting claim %s: %v")
+	select {
+	case <-rec.ended:
+	case <-time.After(cl.ttl):
+	case <-cl.drain:
+	}
+}
+
+// reentryWait bounds a re-entry's wait for its claim to be Held. A correct controller joins it
+// to its pod's hold in the pass that sees it, milliseconds; the bound leaves room for a failover
+// (a new leader takes over within the leader-election lease, then resumes the holds) and a TTL
+// on each side, so that only a re-entry queued behind the others while its pod holds outlasts it.
+func (cl *claimant) reentryWait() time.Duration { return 2*cl.ttl + leLease }
