@@ -48,31 +48,24 @@ import (
 // two pods of a mutex were ever admitted at once; the admissions checker that each scheduled pod
 // read the token its claim was Held with.
 
-// gatedEnds are the ways a gated pod's hold ends, taken in turn: its process exits 0 or dies,
-// or its pod is deleted, at once or gracefully.
-var gatedEnds = []EndKind{EndSucceeded, EndPodDelete, EndSilentDeath, EndGracefulDelete}
+// defaultGatedEnds are the ways a gated pod's hold ends, taken in turn: its process exits 0 or
+// dies, or its pod is deleted, at once or gracefully.
+var defaultGatedEnds = []EndKind{EndSucceeded, EndPodDelete, EndSilentDeath, EndGracefulDelete}
 
-// gatedEnds are the ways the scenario's gated pods' holds end: its ends, by default gatedEnds.
+// gatedEnds are the ways the scenario's gated pods' holds end: its ends, by default
+// defaultGatedEnds.
 func (s scenario) gatedEnds() []EndKind {
 	if len(s.ends) > 0 {
 		return s.ends
 	}
-	return gatedEnds
+	return defaultGatedEnds
 }
 
 // gated is the gated workload on the built-in backend with a fault of kind ("" for none), with
 // two replicas when the fault hits the managers.
 func gated(kind faultKind) scenario {
-	s := scenario{name: "gated", backend: "kubernetes", replicas: 1, gated: true, workload: 30 * time.Second}
-	if kind == "" {
-		s.noLoss = true // no fault: every hold ends by the pod's end
-		return s
-	}
-	s.name, s.kinds, s.workload = "gated-"+string(kind), []faultKind{kind}, 40*time.Second
-	if managerFault(kind) {
-		s.replicas = 2
-	}
-	return s
+	// Without a fault every hold ends by the pod's end: none may be lost.
+	return withFault(scenario{name: "gated", backend: "kubernetes", replicas: 1, gated: true, noLoss: kind == "", workload: 30 * time.Second}, kind)
 }
 
 // scheduler is the real kube-scheduler of gated runs, started on first use with the envtest

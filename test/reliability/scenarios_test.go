@@ -255,12 +255,17 @@ func outsideHolder() scenario {
 // replicas of an active/passive Deployment whose holders are killed, deleted gracefully and cut
 // off with their node, while the fault hits the managers (two replicas) or the backend.
 func standby(kind faultKind) scenario {
-	s := scenario{name: "standby", backend: "kubernetes", replicas: 1, standby: true, workload: 30 * time.Second}
+	// Without a fault every hold ends by the claimant's doing: none may be lost.
+	return withFault(scenario{name: "standby", backend: "kubernetes", replicas: 1, standby: true, noLoss: kind == "", workload: 30 * time.Second}, kind)
+}
+
+// withFault is the workload scenario s with a fault of kind, or s itself for "": named after
+// the fault, 40 s long, with two replicas when the fault hits the managers.
+func withFault(s scenario, kind faultKind) scenario {
 	if kind == "" {
-		s.noLoss = true // no fault: every hold ends by the claimant's doing
 		return s
 	}
-	s.name, s.kinds, s.workload = "standby-"+string(kind), []faultKind{kind}, 40*time.Second
+	s.name, s.kinds, s.workload = s.name+"-"+string(kind), []faultKind{kind}, 40*time.Second
 	if managerFault(kind) {
 		s.replicas = 2
 	}
@@ -271,16 +276,8 @@ func standby(kind faultKind) scenario {
 // resumed by the controller once their claim holds, which complete, fail, are deleted or lose a
 // pod mid-run, while the fault hits the managers (two replicas).
 func jobs(kind faultKind) scenario {
-	s := scenario{name: "jobs", backend: "kubernetes", replicas: 1, jobs: true, lockDelay: jobLockDelay, workload: 30 * time.Second}
-	if kind == "" {
-		s.noLoss = true // no fault: every hold ends by the Job's end
-		return s
-	}
-	s.name, s.kinds, s.workload = "jobs-"+string(kind), []faultKind{kind}, 40*time.Second
-	if managerFault(kind) {
-		s.replicas = 2
-	}
-	return s
+	// Without a fault every hold ends by the Job's end: none may be lost.
+	return withFault(scenario{name: "jobs", backend: "kubernetes", replicas: 1, jobs: true, lockDelay: jobLockDelay, noLoss: kind == "", workload: 30 * time.Second}, kind)
 }
 
 // commandRuns is the commands workload on the built-in backend with a fault of kind ("" for
@@ -288,29 +285,13 @@ func jobs(kind faultKind) scenario {
 func commandRuns(kind faultKind) scenario {
 	// The locks follow lockctl's advice: lockDelaySeconds at least --grace, so that a COMMAND
 	// is gone before the next holder starts even if it takes its grace to stop.
-	s := scenario{name: "lockctl-run", backend: "kubernetes", replicas: 1, commands: true, lockDelay: commandGrace, workload: 40 * time.Second}
-	if kind == "" {
-		return s
-	}
-	s.name, s.kinds = "lockctl-run-"+string(kind), []faultKind{kind}
-	if managerFault(kind) {
-		s.replicas = 2
-	}
-	return s
+	return withFault(scenario{name: "lockctl-run", backend: "kubernetes", replicas: 1, commands: true, lockDelay: commandGrace, workload: 40 * time.Second}, kind)
 }
 
 // reentry is a run on backend whose holds each re-enter their lock once, with a fault of kind
 // ("" for none; two replicas when it hits the managers).
 func reentry(backend string, kind faultKind) scenario {
-	s := scenario{name: "reentry", backend: backend, replicas: 1, reentry: true, workload: 30 * time.Second}
-	if kind == "" {
-		return s
-	}
-	s.name, s.kinds, s.workload = "reentry-"+string(kind), []faultKind{kind}, 40*time.Second
-	if managerFault(kind) {
-		s.replicas = 2
-	}
-	return s
+	return withFault(scenario{name: "reentry", backend: backend, replicas: 1, reentry: true, workload: 30 * time.Second}, kind)
 }
 
 // mutantScenario is the short seeded run that must catch mutant m, and the checker that must.
