@@ -114,19 +114,19 @@ func holderAccount(ns string) rbacenv.Account {
 	return rbacenv.Account{Name: "ci-runner", Namespace: ns}
 }
 
-// installHolderRBAC applies holderRBAC in the scenario's namespace, as a user would (every
-// object moved there, the binding's subject too), and waits until each of its rules is in force.
-func (r *run) installHolderRBAC() error {
-	docs, err := rbacenv.YAMLDocuments(holderRBAC)
+// installHolderRBAC applies the RBAC sample at path (whose ServiceAccount is account's) in the
+// scenario's namespace, as a user would (every object moved there, the binding's subject too),
+// and waits until each of its rules is in force.
+func (r *run) installHolderRBAC(path string, account rbacenv.Account) error {
+	docs, err := rbacenv.YAMLDocuments(path)
 	if err != nil {
 		return err
 	}
-	account := holderAccount(r.ns)
 	var grants []rbacenv.Grant
 	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
 		if err := sigsyaml.Unmarshal(doc, &u.Object); err != nil {
-			return fmt.Errorf("%s: %w", holderRBAC, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		u.SetNamespace(r.ns)
 		switch u.GetKind() {
@@ -148,7 +148,7 @@ func (r *run) installHolderRBAC() error {
 			}
 		}
 		if err := r.e.c.Create(r.ctx, u); err != nil {
-			return fmt.Errorf("%s: %s %s: %w", holderRBAC, u.GetKind(), u.GetName(), err)
+			return fmt.Errorf("%s: %s %s: %w", path, u.GetKind(), u.GetName(), err)
 		}
 	}
 	return rbacenv.WaitAuthorized(r.ctx, r.e.c, account, grants, 30*time.Second)

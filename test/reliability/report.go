@@ -107,6 +107,10 @@ type Result struct {
 	// reentry checker judged nothing); Reentries counts them.
 	ReentryRequired bool
 	Reentries       int
+	// InitsRequired: a lockctl-acquire run, so some init container must have exited 0 with its
+	// token file (else the admissions checker judged nothing); InitsAcquired counts them.
+	InitsRequired bool
+	InitsAcquired int
 	// JobsRequired: a jobs run, so the ways a Job ends must have been judged: some grant after a
 	// failed or deleted Job (JobDelayChecked counts them) and some pod killed under a running Job
 	// whose hold lasted through it (PodKillsHeldThrough, of PodKills). JobHandoffsRequired (a
@@ -192,6 +196,9 @@ func (r Result) Unmet() []string {
 	}
 	if r.HolderLabelsRequired && r.HolderLabelled == 0 {
 		out = append(out, "no pod was seen labelled holder: the role label was not checked")
+	}
+	if r.InitsRequired && r.InitsAcquired == 0 {
+		out = append(out, "no lockctl acquire init container exited 0 with its token file")
 	}
 	if r.ReentryRequired && r.Reentries == 0 {
 		out = append(out, "no re-entry joined its hold: reentrancy was not checked")

@@ -84,7 +84,8 @@ type run struct {
 	zombies           atomic.Int64     // holds whose claimant wrote on after its claim ended
 	slowHolders       []chan struct{}  // closed when each pinned claimant (claimant 0 of a lock) began to hold
 	roles             *roleWatch       // the pods' role labels and the locks' records (standby and gated runs)
-	admissions        *admissionLog    // what the gated pods read when they were scheduled (gated runs)
+	admissions        *admissionLog    // what the gated pods read when scheduled, or the init containers' token files
+	inits             *initContainers  // the lockctl acquire init containers (lockctl-acquire runs)
 	jobs              *jobWatch        // the Jobs, resumed and ended (jobs runs)
 	commands          *commandLog      // the lockctl holders' runs (commands runs)
 	decksMu           sync.Mutex       // guards decks
@@ -255,6 +256,13 @@ func (r *run) startWorkload() {
 			r.t.Fatal(err)
 		}
 	}
+	if r.s.initAcquire {
+		r.admissions = &admissionLog{}
+		var err error
+		if r.inits, err = r.newInitContainers(); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 	if r.s.jobs {
 		r.jobs = watchJobs(r.ctx, r.e.c, r.ns)
 	}
@@ -266,7 +274,7 @@ func (r *run) startWorkload() {
 	r.stopNew, r.draining = make(chan struct{}), make(chan struct{})
 	if r.s.commands {
 		r.commands = &commandLog{live: map[*commandClaimant]*liveCommand{}}
-		if err := r.installHolderRBAC(); err != nil {
+		if err := r.installHolderRBAC(holderRBAC, holderAccount(r.ns)); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -305,6 +313,10 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 	cl.reenter = s.reentry
 	if s.gated {
 		cl.gated, cl.admitted, cl.rotateEnds, cl.ends = true, r.admissions.add, true, s.gatedEnds()
+	}
+	if s.initAcquire {
+		cl.initContainer = func(ctx context.Context, pod *corev1.Pod) (int64, bool) { return r.inits.acquire(ctx, cl, pod) }
+		cl.admitted, cl.rotateEnds, cl.ends = r.admissions.add, true, s.gatedEnds()
 	}
 	if s.exclusiveClaimant(i) {
 		cl.mode, cl.alone = locksv1alpha1.LockModeExclusive, true
@@ -493,7 +505,7 @@ func (r *run) newResult() Result {
 		// fault cuts one off: the delay is checked there, but not required.
 		LockDelayRequired: s.lockDelay > 0 && !s.jobs && !s.commands, EvictionRequired: s.lossPolicy == locksv1alpha1.LossPolicyEvict,
 		LongHoldRequired: s.longHold, LongestHold: LongestHold(r.grants), PlacesRequired: s.lockPlaces() > 1,
-		HolderLabelsRequired: s.standby || s.gated, GatesRequired: s.gated, ReentryRequired: s.reentry, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
+		HolderLabelsRequired: s.standby || s.gated, GatesRequired: s.gated, ReentryRequired: s.reentry, InitsRequired: s.initAcquire, JobsRequired: s.jobs, JobHandoffsRequired: s.jobs && len(s.kinds) == 0,
 		CommandsRequired: s.commands, CommandStopRequired: slices.Contains(s.kinds, faultHolderPartition) || slices.Contains(s.kinds, faultHolderDeaf),
 		CommandCutOffRequired: slices.Contains(s.kinds, faultHolderMute),
 		FaultsSkipped:         r.faults.skipped}
@@ -637,6 +649,9 @@ func (r *run) checkScenario(res *Result) {
 	}
 	if r.roles != nil {
 		r.checkRoles(res)
+	}
+	if r.inits != nil {
+		r.inits.check(r, res)
 	}
 	if r.s.reentry {
 		v, joined := CheckReentries(r.reentries, r.grants)

@@ -98,6 +98,10 @@ type scenario struct {
 	// second claim for its pod on the lock, which must share the hold and its token at once
 	// (reentry.go), writes once more, and deletes it; the lock must stay held for the first.
 	reentry bool
+	// initAcquire makes the claimants pods whose init container runs the real `lockctl acquire`
+	// (acquire_run_test.go): lockctl makes the pod's claim, and the pod's main container starts
+	// with the token lockctl wrote; holds end as gated pods' do.
+	initAcquire bool
 	// jobs makes the claimants create Jobs that ask for the lock by annotation, suspended
 	// (jobs_run_test.go), on locks with lockDelaySeconds of jobLockDelay: the controller makes
 	// each Job's claim and resumes the Job with its token once the claim holds; the claimant
@@ -490,6 +494,11 @@ func fullScenarios() []scenario {
 	// Holds that re-enter their lock (after the others): without a fault, and across a leader's
 	// death, on the built-in backend and on Redis.
 	out = append(out, reentry("kubernetes", ""), reentry("kubernetes", faultLeaderKill), reentry("redis", faultLeaderKill))
+	// Pods whose init container runs lockctl acquire (after the others): without a fault, across
+	// a leader's death, and with the API server stopped for 1–3 TTLs while they wait.
+	initPause := initAcquire(faultAPIServerPause)
+	initPause.replicas = 2
+	out = append(out, initAcquire(""), initAcquire(faultLeaderKill), initPause)
 	return out
 }
 

@@ -336,6 +336,10 @@ type claimant struct {
 	admitted func(Admission)
 	// reenter makes each hold re-enter the lock once (reenterOnce).
 	reenter bool
+	// initContainer, when set, makes the claimant a pod whose init container runs lockctl
+	// acquire (acquire_run_test.go): it runs it for the pod and returns the token lockctl wrote,
+	// or false when it did not exit 0.
+	initContainer func(ctx context.Context, pod *corev1.Pod) (int64, bool)
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -356,14 +360,20 @@ func (cl *claimant) once(ctx context.Context, name string) {
 		create = cl.createStandby
 	case cl.gated:
 		create = cl.createGated
+	case cl.initContainer != nil:
+		create = cl.createInitPod
 	}
 	pod, claim, rec := create(ctx, name)
 	if pod == nil {
 		return
 	}
 	name = claim.Name // the claim's name names the writer and its grant
-	if cl.gated {
-		cl.runGated(ctx, name, pod, claim, rec)
+	switch {
+	case cl.gated:
+		cl.runAdmitted(ctx, name, pod, claim, rec, func() (int64, bool) { return cl.awaitScheduled(ctx, pod, rec) })
+		return
+	case cl.initContainer != nil:
+		cl.runAdmitted(ctx, name, pod, claim, rec, func() (int64, bool) { return cl.initContainer(ctx, pod) })
 		return
 	}
 
@@ -704,12 +714,13 @@ func (cl *claimant) cleanup(ctx context.Context, claim *locksv1alpha1.LockClaim,
 	_ = client.IgnoreNotFound(cl.c.Delete(ctx, pod, client.GracePeriodSeconds(0)))
 }
 
-// runGated is one gated claimant run after its pod was created: it waits for kube-scheduler to
-// bind the pod, then, as the kubelet and the pod's process, marks it Running and holds with the
-// token the pod read.
-func (cl *claimant) runGated(ctx context.Context, name string, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, rec *claimRec) {
-	token, scheduled := cl.awaitScheduled(ctx, pod, rec)
-	if !scheduled {
+// runAdmitted is one run of a claimant whose pod starts only once it holds (a gated pod, a pod
+// with a lockctl acquire init container), after its pod was created: it waits for admit (the
+// scheduler's binding, the init container's exit), then, as the kubelet and the pod's process,
+// marks the pod Running and holds with the token the pod read.
+func (cl *claimant) runAdmitted(ctx context.Context, name string, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, rec *claimRec, admit func() (int64, bool)) {
+	token, admitted := admit()
+	if !admitted {
 		select {
 		case <-cl.drain: // left waiting: reported stuck if still Pending
 			return
