@@ -136,7 +136,7 @@ test-reliability-smoke: ## The reliability harness's short smoke set (faults, fe
 	hack/test-reliability.sh smoke
 
 .PHONY: test-reliability
-test-reliability: ## The reliability harness's full matrix (every fault on every backend, shared locks on each; about 70 minutes); writes the results table into docs/reliability.md.
+test-reliability: ## The reliability harness's full matrix (every fault on every backend, shared locks on each; about 100 minutes); writes the results table into docs/reliability.md.
 	hack/test-reliability.sh full
 
 .PHONY: test-reliability-mutants
@@ -144,7 +144,7 @@ test-reliability-mutants: ## Run every deliberately broken manager through the h
 	hack/test-reliability.sh mutants
 
 .PHONY: test-reliability-soak
-test-reliability-soak: ## The full matrix over many seeds (SEEDS=20, or SOAK_FOR=8h), stopping at the first failure and printing its replay command (about 75 minutes a seed).
+test-reliability-soak: ## The full matrix over many seeds (SEEDS=20, or SOAK_FOR=8h), stopping at the first failure and printing its replay command (about 100 minutes a seed).
 	SEEDS=$(SEEDS) SOAK_FOR=$(SOAK_FOR) hack/test-reliability.sh soak
 
 ##@ Local Kubernetes (no Docker: real control plane binaries, kwok nodes)

@@ -15,7 +15,7 @@
 #   soak             the full matrix again and again, each time with a new seed, until SEEDS runs
 #                    (default 20) have passed or SOAK_FOR (e.g. 8h; default none) has gone by;
 #                    stops at the first failing scenario and prints the command that replays it.
-#                    Writes no doc; one full matrix takes about 75 minutes on 2 cores.
+#                    Writes no doc; one full matrix takes about 100 minutes on 2 cores.
 # Environment: SEED replays a run (the seed is printed at the start and in the table);
 #              SCENARIO runs only the scenarios matching a regexp, e.g. 'redis/leader-kill'.
 #              Extra arguments go to the test binary: `full -doc=` runs without rewriting the doc.
@@ -49,7 +49,7 @@ case "$set_name" in
     exit 0 ;;
   smoke) timeout=15m; doc=() ;;
   mutants) timeout=25m; doc=(-doc "$PWD/docs/reliability.md") ;;
-  full) timeout=100m; doc=(-doc "$PWD/docs/reliability.md") ;;
+  full) timeout=150m; doc=(-doc "$PWD/docs/reliability.md") ;;
   *) echo "usage: $0 [smoke|full|mutants|soak]" >&2; exit 2 ;;
 esac
 
