@@ -102,16 +102,7 @@ func (cl *claimant) createInitPod(ctx context.Context, name string) (*corev1.Pod
 		Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: initAccount(cl.ns).Name,
 			InitContainers: []corev1.Container{{Name: "lock", Image: "lockctl"}},
 			Containers:     []corev1.Container{{Name: "app", Image: "app"}}}}
-	created := time.Now()
-	if err := cl.c.Create(ctx, pod); err != nil {
-		cl.errs("creating pod %s: %v", name, err)
-		return nil, nil, nil
-	}
-	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns,
-		Name: locksv1alpha1.PodClaimName(pod.Name, pod.UID, cl.lock)}}
-	rec := cl.rec.expect(cl.ns+"/"+cl.lock, claim.Name)
-	cl.rec.update(claim.Name, func(g *Grant) { g.Created, g.Exclusive = created, cl.alone })
-	return pod, claim, rec
+	return cl.createPodOfClaim(ctx, pod)
 }
 
 // acquire runs pod's init container, `lockctl acquire`, until it exits, and returns the token

@@ -127,16 +127,7 @@ func (cl *claimant) createGated(ctx context.Context, name string) (*corev1.Pod, 
 		Spec: corev1.PodSpec{NodeSelector: map[string]string{nodeRunLabel: cl.ns},
 			SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}},
 			Containers:      []corev1.Container{{Name: "app", Image: "app"}}}}
-	created := time.Now()
-	if err := cl.c.Create(ctx, pod); err != nil {
-		cl.errs("creating pod %s: %v", name, err)
-		return nil, nil, nil
-	}
-	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns,
-		Name: locksv1alpha1.PodClaimName(pod.Name, pod.UID, cl.lock)}}
-	rec := cl.rec.expect(cl.ns+"/"+cl.lock, claim.Name)
-	cl.rec.update(claim.Name, func(g *Grant) { g.Created, g.Exclusive = created, cl.alone })
-	return pod, claim, rec
+	return cl.createPodOfClaim(ctx, pod)
 }
 
 // awaitScheduled waits until the gated pod is bound to a node, polling it every 50 ms as a

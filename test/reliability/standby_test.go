@@ -172,21 +172,33 @@ func (cl *claimant) createStandby(ctx context.Context, name string) (*corev1.Pod
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Annotations: map[string]string{
 		locksv1alpha1.PodLockAnnotation: cl.lock, locksv1alpha1.PodLockWaitAnnotation: locksv1alpha1.PodLockWaitStandby}},
 		Spec: corev1.PodSpec{NodeName: cl.node, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
-	created := time.Now()
-	if err := cl.c.Create(ctx, pod); err != nil {
-		cl.errs("creating pod %s: %v", name, err)
+	pod, claim, rec := cl.createPodOfClaim(ctx, pod)
+	if pod == nil {
 		return nil, nil, nil
 	}
-	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns,
-		Name: locksv1alpha1.PodClaimName(pod.Name, pod.UID, cl.lock)}}
-	rec := cl.rec.expect(cl.ns+"/"+cl.lock, claim.Name)
-	cl.rec.update(claim.Name, func(g *Grant) { g.Created, g.Exclusive = created, cl.alone })
 	// A patch without a resourceVersion: the controller labels the pod meanwhile.
 	before := pod.DeepCopy()
 	pod.Status.Phase = corev1.PodRunning
 	if err := cl.c.Status().Patch(ctx, pod, client.MergeFrom(before)); err != nil {
 		cl.errs("marking pod %s Running: %v", name, err)
 	}
+	return pod, claim, rec
+}
+
+// createPodOfClaim creates pod, whose claim someone else makes (the controller for an annotated
+// pod, lockctl in its init container), named after the pod's UID (PodClaimName): the recorder
+// expects that name from the pod's creation on, and keeps the claim's events that arrive before.
+// It returns the pod, the claim (name only) and the claim's record, or nil pod on failure.
+func (cl *claimant) createPodOfClaim(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, *locksv1alpha1.LockClaim, *claimRec) {
+	created := time.Now()
+	if err := cl.c.Create(ctx, pod); err != nil {
+		cl.errs("creating pod %s: %v", pod.Name, err)
+		return nil, nil, nil
+	}
+	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns,
+		Name: locksv1alpha1.PodClaimName(pod.Name, pod.UID, cl.lock)}}
+	rec := cl.rec.expect(cl.ns+"/"+cl.lock, claim.Name)
+	cl.rec.update(claim.Name, func(g *Grant) { g.Created, g.Exclusive = created, cl.alone })
 	return pod, claim, rec
 }
 
