@@ -178,13 +178,7 @@ func (ic *initContainers) check(r *run, res *Result) {
 	ic.mu.Lock()
 	res.Violations = append(res.Violations, findings("lockctl-acquire", ic.failures)...)
 	ic.mu.Unlock()
-	logs, _ := filepath.Glob(filepath.Join(ic.dir, "*.log"))
-	var said strings.Builder
-	for _, l := range logs {
-		if b, err := os.ReadFile(l); err == nil {
-			said.Write(b)
-		}
-	}
-	res.Violations = append(res.Violations, findings("rbac", prefixed("lockctl init containers", RBACRefusals(said.String(), initAccount(r.ns).User(), nil)))...)
+	said := readLogs(filepath.Join(ic.dir, "*.log"))
+	res.Violations = append(res.Violations, findings("rbac", prefixed("lockctl init containers", RBACRefusals(said, initAccount(r.ns).User(), nil)))...)
 	r.t.Logf("lockctl acquire: %d init containers exited 0 with a token file", len(admissions))
 }

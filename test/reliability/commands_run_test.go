@@ -393,20 +393,26 @@ func (r *run) partitionHolder(dur time.Duration, mode faultproxy.Mode) (string, 
 	return "no holder's command was running with work left", false
 }
 
-// checkCommands judges the holders' COMMANDs (commands runs).
-func (r *run) checkCommands(res *Result) {
-	runs := r.commands.results()
-	res.Violations = append(res.Violations, findings("commands", CheckCommands(runs))...)
-	// lockctl says on stderr what the API server refused it; the holders act as holderRBAC's
-	// account, so a refusal is a request lockctl makes that the documented Role does not grant.
-	logs, _ := filepath.Glob(filepath.Join(r.e.dir, r.ns+"-*-holder-*", "run-*.log"))
+// readLogs returns the files that match pattern, one after another: what lockctl processes said.
+func readLogs(pattern string) string {
+	logs, _ := filepath.Glob(pattern)
 	var said strings.Builder
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil {
 			said.Write(b)
 		}
 	}
-	res.Violations = append(res.Violations, findings("rbac", prefixed("lockctl holders", RBACRefusals(said.String(), holderAccount(r.ns).User(), nil)))...)
+	return said.String()
+}
+
+// checkCommands judges the holders' COMMANDs (commands runs).
+func (r *run) checkCommands(res *Result) {
+	runs := r.commands.results()
+	res.Violations = append(res.Violations, findings("commands", CheckCommands(runs))...)
+	// lockctl says on stderr what the API server refused it; the holders act as holderRBAC's
+	// account, so a refusal is a request lockctl makes that the documented Role does not grant.
+	said := readLogs(filepath.Join(r.e.dir, r.ns+"-*-holder-*", "run-*.log"))
+	res.Violations = append(res.Violations, findings("rbac", prefixed("lockctl holders", RBACRefusals(said, holderAccount(r.ns).User(), nil)))...)
 	res.Violations = append(res.Violations, findings("commands", CheckCommandTokens(runs, r.grants))...)
 	ends := map[string]int{}
 	for _, run := range runs {
