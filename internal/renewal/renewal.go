@@ -422,6 +422,21 @@ func (r *Renewer) renew(ctx context.Context, b *batch) {
 	}
 	for _, l := range renewed {
 		if h, ok := byKey(l.Lease); ok {
+			if !at.Before(h.expiresAt) {
+				// Answered only once the hold had expired: the renewal may have reached the
+				// backend after the expiry (sent late, or held up on the way), and a backend whose
+				// expiry only its readers enforce (a ZooKeeper record past its TTL, a SQL row past
+				// its expiry) accepts it if nobody took the key meanwhile. But the key was free for
+				// anyone in between, and the claim's expireTime has passed: a lapsed hold is never
+				// resumed (the class of etcd #11456). It is Lost. What the late renewal wrote is
+				// left to expire by itself (a TTL at most): a release here, owner-checked by
+				// identity only, could free the hold of a leader that took over from this one
+				// while it was cut off, with the same identity.
+				log.Info("Lock lost: the renewal was answered after it expired", "backend", b.backend, "key", l.Key, "identity", l.Identity)
+				h.Lost, h.attemptedAt = true, at
+				notify = appendClaims(notify, h)
+				continue
+			}
 			h.confirmed(l.Lease, now, at)
 			if l.session != nil {
 				h.session = l.session

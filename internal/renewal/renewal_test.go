@@ -195,6 +195,84 @@ func TestAHoldThatCannotBeRenewedIsLostWhenItExpires(t *testing.T) {
 	}
 }
 
+// revivingBackend renews whatever it is asked to while up, expired or not, as a store whose
+// expiry only its readers enforce would (a ZooKeeper record past its TTL that nobody took yet, a
+// SQL row past its expiry): a renewal that lands late brings the hold back.
+type revivingBackend struct {
+	*fake.Backend
+	clock *clocktesting.FakeClock
+	down  atomic.Bool
+	// heldUp, when set, is how long a renewal takes to be answered (the clock moves on by it).
+	heldUp atomic.Int64
+}
+
+func (b *revivingBackend) Renew(_ context.Context, leases []backends.Lease, ttl time.Duration) ([]backends.Lease, []backends.Lease, error) {
+	if b.down.Load() {
+		return nil, nil, errors.New("no answer in time")
+	}
+	if d := time.Duration(b.heldUp.Load()); d > 0 {
+		b.clock.Step(d)
+	}
+	var out []backends.Lease
+	for _, l := range leases {
+		l.TTL, l.ExpireTime = ttl, b.clock.Now().Add(ttl)
+		out = append(out, l)
+	}
+	return out, nil, nil
+}
+
+// A renewal answered after the hold expired is no renewal, though the backend accepts it: it may
+// have reached the backend after the expiry, the hold may have been free for anyone meanwhile
+// (the class of etcd #11456), and its claim's expireTime has passed. The hold is Lost. Found by
+// the reliability matrix: a ZooKeeper place cut off for longer than its TTL came back when the
+// connection healed, its claim Held throughout (zookeeper/semaphore, seed 530857048); the first
+// fix judged by when the renewal was sent, and a renewal sent just before the expiry and held up
+// by the partition still brought one back on replay.
+func TestARenewalAnsweredAfterExpiryDoesNotReviveTheHold(t *testing.T) {
+	for name, c := range map[string]struct {
+		pause  time.Duration // down this long from the start (the hold has 6 s)
+		jump   time.Duration // then up, and the clock moves on this much at once
+		heldUp time.Duration // and each renewal is answered this much later
+	}{
+		"sent a second after the hold expired":    {2 * time.Second, 5 * time.Second, 0},
+		"sent before the expiry, held up past it": {5 * time.Second, time.Second, 2 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := clocktesting.NewFakeClock(time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC))
+			b := &revivingBackend{Backend: fake.New(fake.WithClock(clock)), clock: clock}
+			var mu sync.Mutex
+			var lost []types.NamespacedName
+			r := renewal.New(func(context.Context, string) (backends.Backend, error) { return b, nil },
+				func(c types.NamespacedName) { mu.Lock(); lost = append(lost, c); mu.Unlock() }, renewal.WithClock(clock))
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go func() { _ = r.Start(ctx) }()
+			lease, err := b.TryAcquire(ctx, "k", "me", 6*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Track("fake", b, lease, claim(1))
+			time.Sleep(50 * time.Millisecond)
+			b.down.Store(true)
+			clock.Step(c.pause / 2) // renewals fail; the hold has not expired yet
+			time.Sleep(50 * time.Millisecond)
+			clock.Step(c.pause - c.pause/2)
+			time.Sleep(50 * time.Millisecond)
+			b.heldUp.Store(int64(c.heldUp))
+			b.down.Store(false)
+			clock.Step(c.jump) // the next attempt, answered (after heldUp) past the expiry
+			time.Sleep(100 * time.Millisecond)
+
+			hold, _ := r.Lookup(renewal.HoldKey{Backend: "fake", Key: "k", Identity: "me"})
+			mu.Lock()
+			defer mu.Unlock()
+			if !hold.Lost || len(lost) != 1 {
+				t.Fatalf("hold %+v, claims reported lost %v: want the hold Lost, not renewed after it expired", hold, lost)
+			}
+		})
+	}
+}
+
 // A hold taken over from another session (a new leader resuming it) may expire long before an
 // Interval has passed: it is renewed at once, not an Interval after the take-over.
 func TestAHoldTakenOverWithLittleLeftIsRenewedAtOnce(t *testing.T) {

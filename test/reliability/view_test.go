@@ -249,23 +249,29 @@ func TestCheckNoResumedLapse(t *testing.T) {
 	deleted.End, deleted.EndAt, deleted.Released = EndPodDelete, at(4_500), at(16_000)
 	hung := g // hung from 4.5 s, then went on writing
 	hung.End, hung.EndAt, hung.Released = EndHang, at(4_500), at(16_000)
+	disowned := g // seen Lost 300 ms after a late renewal brought its key back at 15 s
+	disowned.Lost, disowned.Released = true, at(15_300)
+	lostLater := g // seen Lost only 5 s after
+	lostLater.Lost, lostLater.Released = true, at(20_000)
 	cases := map[string]struct {
 		states []KeyState
 		grant  Grant
 		want   string
 	}{
-		"held throughout":                  {states: []KeyState{state(0, ""), state(50, "a")}, grant: g},
-		"lapsed and resumed":               {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: g, want: "gone from the backend for it from"},
-		"lapsed and then lost":             {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "b")}, grant: g},
-		"a stale read in between":          {states: []KeyState{state(50, "a"), state(3_000, "z"), state(3_200, "a")}, grant: g},
-		"a predecessor before it held":     {states: []KeyState{state(0, "z"), state(2_000, "a")}, grant: g},
-		"unknown while it lapsed":          {states: []KeyState{state(50, "a"), unknown(5_000), state(15_000, "a")}, grant: g},
-		"back for it after it ended":       {states: []KeyState{state(50, "a"), state(5_000, ""), state(25_000, "a")}, grant: ended},
-		"lapsed, unknown, then back":       {states: []KeyState{state(50, "a"), state(4_000, ""), unknown(4_500), state(15_000, "a")}, grant: g, want: "from Dec  5 12:00:04.000"},
-		"key taken by another then given":  {states: []KeyState{state(50, "a"), state(4_000, "b"), state(9_000, "a")}, grant: g, want: "held for it again at Dec  5 12:00:09.000"},
-		"back after its holder stopped":    {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: deleted},
-		"lapsed before its holder stopped": {states: []KeyState{state(50, "a"), state(3_000, ""), state(4_400, "a")}, grant: deleted, want: "from Dec  5 12:00:03.000"},
-		"back after a hang":                {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: hung, want: "from Dec  5 12:00:05.000"},
+		"held throughout":                   {states: []KeyState{state(0, ""), state(50, "a")}, grant: g},
+		"lapsed and resumed":                {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: g, want: "gone from the backend for it from"},
+		"lapsed and then lost":              {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "b")}, grant: g},
+		"a stale read in between":           {states: []KeyState{state(50, "a"), state(3_000, "z"), state(3_200, "a")}, grant: g},
+		"a predecessor before it held":      {states: []KeyState{state(0, "z"), state(2_000, "a")}, grant: g},
+		"unknown while it lapsed":           {states: []KeyState{state(50, "a"), unknown(5_000), state(15_000, "a")}, grant: g},
+		"back for it after it ended":        {states: []KeyState{state(50, "a"), state(5_000, ""), state(25_000, "a")}, grant: ended},
+		"lapsed, unknown, then back":        {states: []KeyState{state(50, "a"), state(4_000, ""), unknown(4_500), state(15_000, "a")}, grant: g, want: "from Dec  5 12:00:04.000"},
+		"key taken by another then given":   {states: []KeyState{state(50, "a"), state(4_000, "b"), state(9_000, "a")}, grant: g, want: "held for it again at Dec  5 12:00:09.000"},
+		"back after its holder stopped":     {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: deleted},
+		"lapsed before its holder stopped":  {states: []KeyState{state(50, "a"), state(3_000, ""), state(4_400, "a")}, grant: deleted, want: "from Dec  5 12:00:03.000"},
+		"back after a hang":                 {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: hung, want: "from Dec  5 12:00:05.000"},
+		"back, and disowned (Lost) at once": {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: disowned},
+		"back, and Lost only 5 s later":     {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: lostLater, want: "from Dec  5 12:00:05.000"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
