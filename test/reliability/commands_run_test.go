@@ -69,6 +69,8 @@ type commandLog struct {
 type liveCommand struct {
 	began time.Time
 	work  time.Duration
+	// ends is when the harness interrupts or kills the run (zero: the COMMAND finishes its work).
+	ends time.Time
 	// cut is set while (and once) the holder's proxy was cut during the COMMAND.
 	cut bool
 }
@@ -284,10 +286,11 @@ wait:
 			}
 			if !run.Started.IsZero() {
 				live = &liveCommand{began: run.Started, work: work}
-				c.log.setLive(c, live)
 				if end != commandFinishes {
-					endAt = time.After(time.Until(run.Started.Add(endAfter)))
+					live.ends = run.Started.Add(endAfter)
+					endAt = time.After(time.Until(live.ends))
 				}
+				c.log.setLive(c, live)
 			}
 		case <-done:
 			done = nil
@@ -366,8 +369,9 @@ func withoutPodEnv(env []string) []string {
 }
 
 // partitionHolder is the holder-partition fault: it waits (at most 4×TTL) for a holder whose
-// COMMAND has more work left than the next holder could wait (a heartbeat, the lock delay and
-// TTL/5), so that only its hold's end can stop it in time, cuts it off from the API server (both
+// COMMAND runs on (neither finishing its work nor interrupted or killed by the harness) for
+// longer than the next holder could wait (a heartbeat, the lock delay and TTL/5), so that only
+// its hold's end can stop it in time, cuts it off from the API server (both
 // ways, or one way: mode) for dur, and heals it. It says which holder it cut, or that none was
 // running.
 func (r *run) partitionHolder(dur time.Duration, mode faultproxy.Mode) (string, bool) {
@@ -376,7 +380,14 @@ func (r *run) partitionHolder(dur time.Duration, mode faultproxy.Mode) (string, 
 		var target *commandClaimant
 		r.commands.mu.Lock()
 		for c, lc := range r.commands.live {
-			if time.Until(lc.began.Add(lc.work)) > commandHeartbeat+r.s.lockDelay+r.ttl/5 {
+			// It must run on, neither done nor ended by the harness (an interrupt, a kill: the
+			// first try of seed 530857084 cut off a holder the harness interrupted 0.8 s later,
+			// and nothing was left for the local deadline to stop), past when it must be stopped.
+			runsUntil := lc.began.Add(lc.work)
+			if !lc.ends.IsZero() && lc.ends.Before(runsUntil) {
+				runsUntil = lc.ends
+			}
+			if time.Until(runsUntil) > commandHeartbeat+r.s.lockDelay+r.ttl/5 {
 				target, lc.cut = c, true
 				break
 			}
