@@ -28,6 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -97,8 +98,13 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	name := locksv1alpha1.PodClaimName(pod.Name, pod.UID, lockName)
-	claim, err := r.ownClaim(ctx, pod, name)
+	claim, err := r.ownClaim(ctx, pod, name, lockName)
 	switch {
+	case errors.Is(err, errForgedClaim):
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "ForeignLockClaim", "WaitForLock",
+			"LockClaim %s is controlled by this pod but is not the claim lockwarden makes for it (one for lock %s whose holder is the pod alone, without holder.identity): the pod waits for lock %s until that claim is deleted",
+			name, lockName, lockName)
+		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 	case errors.Is(err, errForeignClaim):
 		ctrl.LoggerFrom(ctx).V(1).Info("Claim name taken by an earlier pod's claim; waiting for its removal", "claim", name)
 		return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
@@ -217,13 +223,22 @@ var errForeignClaim = errors.New("the claim name is taken by a claim that is not
 // ownClaim returns the pod's claim called name (the name lockctl gives a pod's claim, so that
 // lockctl in an annotated pod attaches to the same claim); nil when there is none, and
 // errForeignClaim when a claim of that name is not the pod's.
-func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name string) (*locksv1alpha1.LockClaim, error) {
-	return controlledClaim(ctx, r.Client, pod, name)
+func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name, lockName string) (*locksv1alpha1.LockClaim, error) {
+	return controlledClaim(ctx, r.Client, pod, name, lockName, locksv1alpha1.ClaimHolder{PodName: pod.Name})
 }
 
-// controlledClaim returns the claim called name in owner's namespace when owner controls it; nil
-// when there is none, and errForeignClaim when a claim of that name has another controller.
-func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, name string) (*locksv1alpha1.LockClaim, error) {
+// errForgedClaim says that a claim of the owner's claim name is controlled by the owner but is
+// not the claim the controller makes for it: another lock, another holder, or a holder.identity
+// of its own. Anyone who may create claims can set an owner reference, and an identity copied
+// from a lock's status once let such a claim share another pod's hold; the controller neither
+// follows nor marks an owner for a claim it would not have made.
+var errForgedClaim = errors.New("the claim of the owner's name is not the claim the controller makes for it")
+
+// controlledClaim returns the claim called name in owner's namespace when owner controls it and it
+// is the claim the controller makes (madeFor lockName and holder); nil when there is none,
+// errForeignClaim when a claim of that name has another controller, and errForgedClaim when
+// owner controls it but the controller would not have made it.
+func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, name, lockName string, holder locksv1alpha1.ClaimHolder) (*locksv1alpha1.LockClaim, error) {
 	claim := &locksv1alpha1.LockClaim{}
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, claim); {
 	case apierrors.IsNotFound(err):
@@ -232,8 +247,16 @@ func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, 
 		return nil, err
 	case !metav1.IsControlledBy(claim, owner):
 		return nil, errForeignClaim
+	case !madeFor(claim, lockName, holder):
+		return nil, errForgedClaim
 	}
 	return claim, nil
+}
+
+// madeFor says whether claim is one the controller makes for holder on lock lockName: that lock,
+// and that holder exactly (a pod, or a workload object), with no identity of its own.
+func madeFor(claim *locksv1alpha1.LockClaim, lockName string, holder locksv1alpha1.ClaimHolder) bool {
+	return claim.Spec.LockName == lockName && claim.Spec.Holder != nil && equality.Semantic.DeepEqual(*claim.Spec.Holder, holder)
 }
 
 // heldBefore says whether the pod held its lock once: the pod lock controller writes the token

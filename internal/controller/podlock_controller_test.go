@@ -193,6 +193,28 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Eventually(podState(ns, "job-x")).Should(MatchRegexp(`^ungated/\d+$`))
 	})
 
+	It("never follow a claim of the pod's name that lockwarden would not have made (a forged claim)", func() {
+		ns := newNamespace()
+		newLock(ns, "db")
+		x := newLockPod(ns, "x", "db", false)
+		Eventually(podState(ns, "x")).Should(MatchRegexp(`^ungated/\d+$`))
+		y := newLockPod(ns, "y", "", true)
+
+		// Someone who may create claims makes the claim the controller would make for y,
+		// controlled by y, with x's identity (its pod's UID, shown in the lock's status), then
+		// annotates y.
+		forged := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lockclient.ClaimName("y", y.UID, "db"),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "y", UID: y.UID, Controller: ptr.To(true)}}},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "y", Identity: string(x.UID)}}}
+		Expect(k8sClient.Create(ctx(), forged)).To(Succeed())
+		Expect(k8sClient.Patch(ctx(), y, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+locksv1alpha1.PodLockAnnotation+`":"db"}}}`)))).To(Succeed())
+
+		Eventually(podEventReasons(ns, "y")).Should(ContainElement("ForeignLockClaim"))
+		Consistently(podState(ns, "y")).WithTimeout(2*time.Second).Should(Equal("gated/"), "y was let in with x's hold")
+		Expect(phaseOf(ns, forged.Name)()).To(Equal(pending), "the forged claim joined x's hold")
+	})
+
 	It("stay gated with a warning when the gate comes without the annotation or with a bad one", func() {
 		ns := newNamespace()
 		newLockPod(ns, "forgot", "", true)

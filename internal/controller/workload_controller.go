@@ -70,8 +70,13 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	name := locksv1alpha1.WorkloadClaimName(obj.GetName(), obj.GetUID(), lockName)
-	claim, err := r.ownClaim(ctx, obj, name)
+	claim, err := r.ownClaim(ctx, obj, name, lockName)
 	switch {
+	case errors.Is(err, errForgedClaim):
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ForeignLockClaim", "WaitForLock",
+			"LockClaim %s is controlled by this %s but is not the claim lockwarden makes for it (one for lock %s whose holder is the %s alone, without holder.identity): the %s waits for lock %s until that claim is deleted",
+			name, r.Kind.GVK.Kind, lockName, r.Kind.GVK.Kind, r.Kind.GVK.Kind, lockName)
+		return ctrl.Result{}, nil
 	case errors.Is(err, errForeignClaim):
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ClaimNameTaken", "WaitForLock",
 			"LockClaim %s exists and is not this %s's own: the %s waits for lock %s until it is deleted", name, r.Kind.GVK.Kind, r.Kind.GVK.Kind, lockName)
@@ -116,10 +121,12 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 	return lockName, true
 }
 
-// ownClaim returns the object's claim called name; nil when there is none, and errForeignClaim
-// when a claim of that name is not the object's.
-func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured.Unstructured, name string) (*locksv1alpha1.LockClaim, error) {
-	return controlledClaim(ctx, r.Client, obj, name)
+// ownClaim returns the object's claim called name for lockName; nil when there is none,
+// errForeignClaim when a claim of that name is not the object's, and errForgedClaim when it is
+// the object's but not one the controller makes.
+func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured.Unstructured, name, lockName string) (*locksv1alpha1.LockClaim, error) {
+	return controlledClaim(ctx, r.Client, obj, name, lockName, locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}})
 }
 
 // heldBefore says whether the object was resumed with a token once: the controller writes the

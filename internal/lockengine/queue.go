@@ -122,8 +122,21 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	return nil
 }
 
-// joinHold lets a waiting claim with the identity of a current holder share its hold and token
-// (reentrancy), and tells whether it did. An Exclusive claim cannot join a Shared place: that
+// holdToJoin is the recorded hold that waiting claim c may join: the one of c's identity, if its
+// holder is c's too (DESIGN.md §2, spec.holder.identity). An identity is readable in the lock's
+// status, so it alone would let anyone who may create a claim copy it and be handed another
+// pod's live hold and token; the holder (the same pod, with its UID; the same Lease or object;
+// or both detached) is what a claim cannot borrow.
+func holdToJoin(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder {
+	rec := s.recordOf(s.identityOf(c))
+	if rec == nil || !sameHolder(rec.Holder, s.recordedHolderOf(c)) {
+		return nil
+	}
+	return rec
+}
+
+// joinHold lets a waiting claim with the identity and holder of a current hold share that hold
+// and its token (reentrancy), and tells whether it did. An Exclusive claim cannot join a Shared place: that
 // would make a reader a writer beside the other readers.
 func (r *Reconciler) joinHold(s *lockScope, c *locksv1alpha1.LockClaim) bool {
 	rec := seams.holdToJoin(s, c)

@@ -55,7 +55,7 @@ var seams = struct {
 	// takes it: as it is (holds.go).
 	resumeAlive func(expire time.Time, alive bool, err error) (time.Time, bool, error)
 	// holdToJoin is the recorded hold a waiting claim may join (reentrancy): the one of its own
-	// identity, or nil (queue.go).
+	// identity and its own holder, or nil (queue.go).
 	holdToJoin func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder
 }{
 	planGrants:   planGrants,
@@ -75,7 +75,5 @@ var seams = struct {
 	resumeAlive: func(expire time.Time, alive bool, err error) (time.Time, bool, error) {
 		return expire, alive, err
 	},
-	holdToJoin: func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder {
-		return s.recordOf(s.identityOf(c))
-	},
+	holdToJoin: holdToJoin,
 }

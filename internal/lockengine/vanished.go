@@ -57,6 +57,20 @@ func recordedHolder(c *locksv1alpha1.LockClaim, podUID, objectUID types.UID) *lo
 	return nil
 }
 
+// sameHolder says whether two recorded holders are one: both detached, or the same kind and name
+// with the same UID (a pod or object of that name with another UID, or one whose UID is not known,
+// is not the same; a Lease has none).
+func sameHolder(a, b *locksv1alpha1.RecordedHolder) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if a.APIVersion != b.APIVersion || a.Kind != b.Kind || a.Name != b.Name || a.UID != b.UID {
+		return false
+	}
+	isLease := a.APIVersion == coordinationv1.SchemeGroupVersion.String() && a.Kind == "Lease"
+	return isLease || a.UID != ""
+}
+
 // holderOfRecord is the claim holder a record's RecordedHolder stands for, and the pod's or
 // object's UID; nil for a detached claim's record.
 func holderOfRecord(rh *locksv1alpha1.RecordedHolder) (*locksv1alpha1.ClaimHolder, types.UID) {

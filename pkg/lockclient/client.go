@@ -382,8 +382,12 @@ func (c *Client) createError(err error, req Request) error {
 	return apiError(err, "creating LockClaim")
 }
 
+// ownedBy says whether claim is the one lockctl (or the pod lock controller, for an annotated
+// pod) makes for pod on lock: owned by the pod, its holder the pod alone. A claim with an
+// identity of its own is not: anyone who may create claims can set an owner reference, and an
+// identity copied from a lock's status once made such a claim share another pod's hold.
 func ownedBy(claim *locksv1alpha1.LockClaim, pod *corev1.Pod, lock string) bool {
-	if claim.Spec.LockName != lock || claim.Spec.Holder == nil || claim.Spec.Holder.PodName != pod.Name {
+	if claim.Spec.LockName != lock || claim.Spec.Holder == nil || *claim.Spec.Holder != (locksv1alpha1.ClaimHolder{PodName: pod.Name}) {
 		return false
 	}
 	for _, ref := range claim.OwnerReferences {

@@ -127,6 +127,25 @@ var _ = Describe("Acquire", func() {
 		Expect(a.res.FencingToken).To(BeNumerically(">", first.FencingToken))
 	})
 
+	It("refuses to attach to a claim of the pod's name with an identity of its own (a forged claim)", func() {
+		ns := newNamespace()
+		newLock(ns, "db")
+		holder, victim := newPod(ns, "holder"), newPod(ns, "victim")
+		_, err := locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(holder)})
+		Expect(err).NotTo(HaveOccurred())
+
+		// Someone with the lockctl Role makes the claim victim's lockctl would make, owned by
+		// victim, with the holder's identity (its pod's UID, shown in the lock's status).
+		forged := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lockclient.ClaimName("victim", victim.UID, "db"),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "victim", UID: victim.UID}}},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: "db", Holder: &locksv1alpha1.ClaimHolder{PodName: "victim", Identity: string(holder.UID)}}}
+		Expect(k8sClient.Create(ctx(), forged)).To(Succeed())
+
+		// Bounded: a lockctl that attached would wait behind the holder.
+		_, err = locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(victim), Timeout: 5 * time.Second})
+		Expect(err).To(MatchError(ContainSubstring("exists but is not pod victim's claim for lock db")))
+	})
+
 	It("replaces a claim of the pod that has ended", func() {
 		ns := newNamespace()
 		newLock(ns, "db")
