@@ -109,6 +109,14 @@ func expectUnusable(spec locksv1alpha1.LockBackendSpec, wantReason string) strin
 	newClaim(ns, "c", "db", "")
 	Eventually(acquired(ns, "c")).Should(Equal("False/BackendUnavailable"))
 	Consistently(phaseOf(ns, "c")).WithTimeout(2 * time.Second).Should(Equal(pending))
+	// The probe's error (addresses, driver and TLS details) is for whoever may read the
+	// cluster-scoped LockBackend: the namespace's lock and claim say where to look instead.
+	Expect(message).NotTo(BeEmpty())
+	lock := &locksv1alpha1.DistributedLock{}
+	Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "db"}, lock)).To(Succeed())
+	for _, c := range append(lock.Status.Conditions, claimOf(ns, "c")(Default).Status.Conditions...) {
+		Expect(c.Message).NotTo(ContainSubstring(message), "condition %s of the namespace's lock or claim", c.Type)
+	}
 	return message
 }
 

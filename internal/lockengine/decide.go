@@ -254,12 +254,12 @@ func judgeExpiry(expire *time.Time, now time.Time) expiry {
 // the key is never named: its value may be another namespace's holder or anything a client
 // outside lockwarden wrote.
 func contention(locked *backends.LockedError, watched bool, now time.Time) (message string, retry time.Duration) {
+	// The other client's expiry decides when to look again, but is not the namespace's to read.
 	message, retry = "The key is held on the backend by another client", maxRetryDelay
 	if watched {
 		retry = freeWatchFallback
 	}
 	if locked != nil && !locked.ExpireTime.IsZero() {
-		message += " until " + locked.ExpireTime.UTC().Format(time.RFC3339)
 		retry = max(locked.ExpireTime.Sub(now), 100*time.Millisecond)
 	}
 	return message, retry

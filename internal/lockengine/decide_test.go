@@ -468,8 +468,8 @@ func TestContention(t *testing.T) {
 	}{
 		{"no expiry known, no watch: the retry cap", nil, false, "The key is held on the backend by another client", maxRetryDelay},
 		{"no expiry known, a free watch: the fallback only", &backends.LockedError{Key: "k"}, true, "The key is held on the backend by another client", freeWatchFallback},
-		{"an expiry: look again then", until(3 * time.Second), true, "The key is held on the backend by another client until 2026-12-04T10:00:03Z", 3 * time.Second},
-		{"an expiry past or at hand: at least 100 ms on", until(-time.Second), false, "The key is held on the backend by another client until 2026-12-04T09:59:59Z", 100 * time.Millisecond},
+		{"an expiry: look again then", until(3 * time.Second), true, "The key is held on the backend by another client", 3 * time.Second},
+		{"an expiry past or at hand: at least 100 ms on", until(-time.Second), false, "The key is held on the backend by another client", 100 * time.Millisecond},
 	}
 	for _, c := range cases {
 		msg, retry := contention(c.locked, c.watched, now)

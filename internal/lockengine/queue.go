@@ -184,7 +184,10 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 		s.wait = soonest(s.wait, retry)
 		return false, nil
 	case err != nil:
-		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable, fmt.Sprintf("Backend %s: %v", s.backendName, err))
+		// The driver's error (host:port, database names, TLS details) is the cluster admin's to
+		// read: in the controller's log, through retryErr, not in a namespaced claim's status.
+		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable,
+			fmt.Sprintf("LockBackend %s did not answer the grant; the controller's log says why, and the LockBackend's Ready condition whether it is reachable", s.backendName))
 		s.retryErr = fmt.Errorf("acquiring %s: %w", s.key, err)
 		return false, nil
 	}

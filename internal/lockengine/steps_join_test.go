@@ -17,7 +17,11 @@ limitations under the License.
 package lockengine
 
 import (
+	"errors"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -86,5 +90,28 @@ func TestSameHolder(t *testing.T) {
 		if got := sameHolder(c.b, c.a); got != c.want {
 			t.Errorf("%s, the other way: sameHolder = %v, want %v", name, got, c.want)
 		}
+	}
+}
+
+// TestStepBackendErrorStaysInTheLog: a grant the backend fails leaves the claim waiting with a
+// message that says where to look, without the driver's error (addresses, database names): that
+// is the cluster admin's to read, in the controller's log, where the pass's error goes.
+func TestStepBackendErrorStaysInTheLog(t *testing.T) {
+	e := newStepEnv(t, interceptor.Funcs{})
+	e.lock("db")
+	e.claim("a", "db")
+	e.mustPass("db") // takes the key
+	e.store.SetUnavailable(errors.New("dial tcp 10.0.0.7:6379: connection refused"))
+	_, err := e.pass("db")
+	if err == nil || !strings.Contains(err.Error(), "10.0.0.7:6379") {
+		t.Fatalf("the pass's error %v, want the backend's, for the controller's log", err)
+	}
+	c := e.getClaim("a")
+	cond := meta.FindStatusCondition(c.Status.Conditions, locksv1alpha1.ConditionAcquired)
+	if cond == nil || cond.Reason != locksv1alpha1.ReasonBackendUnavailable {
+		t.Fatalf("claim a's Acquired condition %+v, want reason %s", cond, locksv1alpha1.ReasonBackendUnavailable)
+	}
+	if strings.Contains(cond.Message, "10.0.0.7") {
+		t.Fatalf("claim a's message %q shows the backend's address", cond.Message)
 	}
 }

@@ -45,9 +45,14 @@ type Resolver struct {
 type UnusableError struct {
 	Reason  string
 	Message string
+	// Cause is the error behind it, for the controller's log: its details (addresses, driver
+	// errors) stay out of Message, which namespaced conditions show.
+	Cause error
 }
 
 func (e *UnusableError) Error() string { return e.Message }
+
+func (e *UnusableError) Unwrap() error { return e.Cause }
 
 // Use is what a lock's pass needs of its backend: the session (nil when the backend
 // cannot be used now), the backend's name, the store it reaches, and where the lock's key lives
@@ -87,14 +92,16 @@ func (r *Resolver) ForLock(ctx context.Context, lock *locksv1alpha1.DistributedL
 			return use, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
 				Message: fmt.Sprintf("LockBackend %s has not been probed yet", use.Name)}
 		case ready.Status != metav1.ConditionTrue:
+			// Its Ready message (a probe's error: host:port, TLS, driver details) is for whoever
+			// may read the cluster-scoped LockBackend, not for every namespace that uses it.
 			return use, &UnusableError{Reason: ready.Reason,
-				Message: fmt.Sprintf("LockBackend %s is not ready: %s", use.Name, ready.Message)}
+				Message: fmt.Sprintf("LockBackend %s is not ready (%s); its Ready condition says why", use.Name, ready.Reason)}
 		}
 	}
 	b, err := r.Registry.For(ctx, lb)
 	if err != nil {
 		return use, &UnusableError{Reason: locksv1alpha1.ReasonBackendUnreachable,
-			Message: fmt.Sprintf("LockBackend %s: %v", use.Name, err)}
+			Message: fmt.Sprintf("LockBackend %s cannot be used now; its Ready condition says why", use.Name), Cause: err}
 	}
 	use.Session = b
 	return use, nil
