@@ -74,6 +74,9 @@ const (
 	// ReasonLockDelay: the claim is at the head of the queue, and the lock waits out its
 	// lockDelaySeconds after a hold that ended without a release.
 	ReasonLockDelay = "LockDelay"
+	// ReasonQueueFull: the lock already had spec.maxQueue claims waiting when the claim came;
+	// it ended Failed without waiting.
+	ReasonQueueFull = "QueueFull"
 )
 
 // Reasons for a LockClaim's Evicted condition (lossPolicy Evict), also the reasons of its events.

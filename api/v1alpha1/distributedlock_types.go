@@ -77,6 +77,15 @@ type DistributedLockSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxHolders int32 `json:"maxHolders,omitempty"`
 
+	// maxQueue is how many claims may wait for the lock at once. A new claim that would wait
+	// beyond it ends at once, phase Failed with reason QueueFull, instead of joining a queue
+	// that would not reach it for a long time (and that every handoff pays for). Claims already
+	// waiting keep their places when it is lowered. Unset: no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxQueue *int32 `json:"maxQueue,omitempty"`
+
 	// lockDelaySeconds is how long the lock stays free after a hold ends without a release: its
 	// holder pod died or was replaced, its heartbeat Lease expired, or the hold was lost. Nothing
 	// is granted until then (status.lockDelayUntil says when), so that a holder that may still be

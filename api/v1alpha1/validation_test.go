@@ -226,6 +226,18 @@ kind: DistributedLock
 spec:
   maxHolders: 1001
 `, `spec.maxHolders: Invalid value: 1001: spec.maxHolders in body should be less than or equal to 1000`),
+		Entry("a lock whose queue holds nobody", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  maxQueue: 0
+`, `spec.maxQueue: Invalid value: 0: spec.maxQueue in body should be greater than or equal to 1`),
+		Entry("a lock whose queue holds more than 100000", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: DistributedLock
+spec:
+  maxQueue: 100001
+`, `spec.maxQueue: Invalid value: 100001: spec.maxQueue in body should be less than or equal to 100000`),
 		Entry("an unknown claim mode", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim

@@ -123,6 +123,11 @@ func (in *DistributedLockList) DeepCopyObject() runtime.Object {
 func (in *DistributedLockSpec) DeepCopyInto(out *DistributedLockSpec) {
 	*out = *in
 	out.BackendRef = in.BackendRef
+	if in.MaxQueue != nil {
+		in, out := &in.MaxQueue, &out.MaxQueue
+		*out = new(int32)
+		**out = **in
+	}
 	if in.HolderNodeLossSeconds != nil {
 		in, out := &in.HolderNodeLossSeconds, &out.HolderNodeLossSeconds
 		*out = new(int32)

@@ -366,6 +366,31 @@ func endWait(c *locksv1alpha1.LockClaim, end *ending, now time.Time) {
 	markEnded(c, end.phase, end.reason, end.message, now)
 }
 
+// overQueue splits queue (in queue order) into the claims that wait and those that maxQueue
+// (nil: no limit) refuses: new claims (never given a status) beyond the first maxQueue waiters.
+// A claim already waiting keeps its place whatever the limit, so that lowering it refuses only
+// newcomers.
+func overQueue(queue []*queued, maxQueue *int32) (waiting, refused []*queued) {
+	if maxQueue == nil {
+		return queue, nil
+	}
+	waiting = queue[:0:0]
+	for _, q := range queue {
+		if q.claim.Status.Phase == "" && len(waiting) >= int(*maxQueue) {
+			refused = append(refused, q)
+			continue
+		}
+		waiting = append(waiting, q)
+	}
+	return waiting, refused
+}
+
+// queueFullEnding is how a claim ends that lock's maxQueue refused.
+func queueFullEnding(lock string, maxQueue int32) *ending {
+	return &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonQueueFull,
+		message: fmt.Sprintf("Lock %s's queue is full (maxQueue %d); create the claim again once it is shorter", lock, maxQueue)}
+}
+
 // timedOutEnding is how a claim ends whose wait is over.
 func timedOutEnding(waitTimeoutSeconds int32) *ending {
 	return &ending{phase: locksv1alpha1.ClaimTimedOut, reason: locksv1alpha1.ReasonWaitTimedOut,

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends"
@@ -563,6 +564,39 @@ func TestClassifyWrite(t *testing.T) {
 	for _, c := range cases {
 		if got := classifyWrite(c.before, c.after); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestOverQueue(t *testing.T) {
+	waiting := func(name string) *queued {
+		return &queued{claim: &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: locksv1alpha1.LockClaimStatus{Phase: locksv1alpha1.ClaimPending}}}
+	}
+	fresh := func(name string) *queued {
+		return &queued{claim: &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+	}
+	names := func(qs []*queued) string {
+		var out []string
+		for _, q := range qs {
+			out = append(out, q.claim.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for name, c := range map[string]struct {
+		queue        []*queued
+		max          *int32
+		wait, refuse string
+	}{
+		"no limit":                            {[]*queued{waiting("a"), fresh("b"), fresh("c")}, nil, "a,b,c", ""},
+		"room for all":                        {[]*queued{waiting("a"), fresh("b")}, ptr.To[int32](2), "a,b", ""},
+		"newcomers beyond the limit":          {[]*queued{waiting("a"), fresh("b"), fresh("c")}, ptr.To[int32](2), "a,b", "c"},
+		"a lowered limit keeps those waiting": {[]*queued{waiting("a"), waiting("b"), waiting("c"), fresh("d")}, ptr.To[int32](1), "a,b,c", "d"},
+		"every newcomer of a full queue":      {[]*queued{fresh("a"), fresh("b"), fresh("c")}, ptr.To[int32](1), "a", "b,c"},
+	} {
+		w, r := overQueue(c.queue, c.max)
+		if names(w) != c.wait || names(r) != c.refuse {
+			t.Errorf("%s: waiting %q refused %q, want %q and %q", name, names(w), names(r), c.wait, c.refuse)
 		}
 	}
 }

@@ -85,6 +85,10 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 			queue = append(queue, &queued{claim: c})
 		}
 	}
+	queue, refused := overQueue(queue, s.lock.Spec.MaxQueue)
+	for _, q := range refused {
+		endWait(q.claim, queueFullEnding(s.lock.Name, *s.lock.Spec.MaxQueue), s.now)
+	}
 	r.markAside(s, asides)
 	delayed := s.lockDelayed()
 	planned := 0

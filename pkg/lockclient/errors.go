@@ -51,7 +51,8 @@ var (
 	// ErrLost: a held claim stopped holding its lock.
 	ErrLost = errors.New("lock lost")
 	// ErrLockBusy: TryAcquire found the lock taken (held, or claims queued ahead) and did not
-	// queue.
+	// queue, or the lock's queue was full (its spec.maxQueue) and the claim ended without
+	// waiting.
 	ErrLockBusy = errors.New("lock busy")
 	// ErrModeConflict: the pod already has a claim for the lock in another mode than
 	// Request.Mode (its lock-mode annotation, or an earlier call, made it), and a claim's mode

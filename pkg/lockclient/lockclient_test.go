@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -144,6 +145,27 @@ var _ = Describe("Acquire", func() {
 		// Bounded: a lockctl that attached would wait behind the holder.
 		_, err = locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(victim), Timeout: 5 * time.Second})
 		Expect(err).To(MatchError(ContainSubstring("exists but is not pod victim's claim for lock db")))
+	})
+
+	It("returns ErrLockBusy when the lock's queue is full (maxQueue), without leaving a claim waiting", func() {
+		ns := newNamespace()
+		l := newLock(ns, "db")
+		l.Spec.MaxQueue = ptr.To[int32](1)
+		Expect(k8sClient.Update(ctx(), l)).To(Succeed())
+		holder, waiter, late := newPod(ns, "holder"), newPod(ns, "waiter"), newPod(ns, "late")
+		_, err := locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(holder)})
+		Expect(err).NotTo(HaveOccurred())
+		waiting, _, err := locks.Claim(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(waiter)})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) locksv1alpha1.ClaimPhase {
+			c := &locksv1alpha1.LockClaim{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(waiting), c)).To(Succeed())
+			return c.Status.Phase
+		}).Should(Equal(locksv1alpha1.ClaimPending))
+
+		_, err = locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(late), Timeout: 10 * time.Second})
+		Expect(err).To(MatchError(lockclient.ErrLockBusy))
+		Expect(err.Error()).To(ContainSubstring("queue is full (maxQueue 1)"))
 	})
 
 	It("replaces a claim of the pod that has ended", func() {

@@ -196,6 +196,8 @@ func (c *Client) evaluate(ctx context.Context, claim *locksv1alpha1.LockClaim) (
 			kind = ErrLockNotFound
 		case reason == locksv1alpha1.ReasonHolderTerminated && claim.Status.Phase == locksv1alpha1.ClaimFailed:
 			kind = ErrPodNotFound
+		case reason == locksv1alpha1.ReasonQueueFull:
+			kind = ErrLockBusy
 		}
 		return nil, fail(kind, fmt.Sprintf("claim %q for lock %q in namespace %q ended in phase %s (%s)",
 			claim.Name, lock, ns, claim.Status.Phase, acquiredMessage(claim)))
