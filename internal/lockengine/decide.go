@@ -367,18 +367,28 @@ func endWait(c *locksv1alpha1.LockClaim, end *ending, now time.Time) {
 }
 
 // overQueue splits queue (in queue order) into the claims that wait and those that maxQueue
-// (nil: no limit) refuses: new claims (never given a status) beyond the first maxQueue waiters.
-// A claim already waiting keeps its place whatever the limit, so that lowering it refuses only
-// newcomers.
+// (nil: no limit) refuses: the new claims (never given a status) for which the queue has no room
+// once the claims already waiting are counted. A claim already waiting keeps its place whatever
+// the limit, so that lowering it refuses only newcomers; a newcomer may sort ahead of one (claims
+// created in the same second are ordered by name), so the room is what those leave, not a place.
 func overQueue(queue []*queued, maxQueue *int32) (waiting, refused []*queued) {
 	if maxQueue == nil {
 		return queue, nil
 	}
+	room := int(*maxQueue)
+	for _, q := range queue {
+		if q.claim.Status.Phase != "" {
+			room--
+		}
+	}
 	waiting = queue[:0:0]
 	for _, q := range queue {
-		if q.claim.Status.Phase == "" && len(waiting) >= int(*maxQueue) {
-			refused = append(refused, q)
-			continue
+		if q.claim.Status.Phase == "" {
+			if room <= 0 {
+				refused = append(refused, q)
+				continue
+			}
+			room--
 		}
 		waiting = append(waiting, q)
 	}

@@ -588,11 +588,12 @@ func TestOverQueue(t *testing.T) {
 		max          *int32
 		wait, refuse string
 	}{
-		"no limit":                            {[]*queued{waiting("a"), fresh("b"), fresh("c")}, nil, "a,b,c", ""},
-		"room for all":                        {[]*queued{waiting("a"), fresh("b")}, ptr.To[int32](2), "a,b", ""},
-		"newcomers beyond the limit":          {[]*queued{waiting("a"), fresh("b"), fresh("c")}, ptr.To[int32](2), "a,b", "c"},
-		"a lowered limit keeps those waiting": {[]*queued{waiting("a"), waiting("b"), waiting("c"), fresh("d")}, ptr.To[int32](1), "a,b,c", "d"},
-		"every newcomer of a full queue":      {[]*queued{fresh("a"), fresh("b"), fresh("c")}, ptr.To[int32](1), "a", "b,c"},
+		"no limit":                               {[]*queued{waiting("a"), fresh("b"), fresh("c")}, nil, "a,b,c", ""},
+		"room for all":                           {[]*queued{waiting("a"), fresh("b")}, ptr.To[int32](2), "a,b", ""},
+		"newcomers beyond the limit":             {[]*queued{waiting("a"), fresh("b"), fresh("c")}, ptr.To[int32](2), "a,b", "c"},
+		"a lowered limit keeps those waiting":    {[]*queued{waiting("a"), waiting("b"), waiting("c"), fresh("d")}, ptr.To[int32](1), "a,b,c", "d"},
+		"a newcomer sorted ahead of one waiting": {[]*queued{fresh("a"), waiting("b")}, ptr.To[int32](1), "b", "a"},
+		"every newcomer of a full queue":         {[]*queued{fresh("a"), fresh("b"), fresh("c")}, ptr.To[int32](1), "a", "b,c"},
 	} {
 		w, r := overQueue(c.queue, c.max)
 		if names(w) != c.wait || names(r) != c.refuse {
