@@ -81,7 +81,37 @@ app.kubernetes.io/component: controller
 {{- if .Values.metrics.secure }}https{{ else }}http{{ end }}
 {{- end }}
 
-{{/* Where the pods mount metrics.tls.secretName (--metrics-cert-path). */}}
+{{/*
+Who provides the metrics endpoint's certificate when the chart must (metrics.tls.provider): empty
+when metrics.tls.secretName names one, or nothing scrapes with a token the chart configures (no
+ServiceMonitor, plain HTTP, a tlsConfig of the user's own), or the provider is none; otherwise
+certManager or helm (auto: cert-manager when the cluster serves cert-manager.io/v1).
+*/}}
+{{- define "lockwarden.metricsTLSProvider" -}}
+{{- $m := .Values.metrics -}}
+{{- if or $m.tls.secretName (not $m.enabled) (not $m.secure) (not $m.serviceMonitor.enabled) $m.serviceMonitor.tlsConfig (eq $m.tls.provider "none") -}}
+{{- else if eq $m.tls.provider "auto" -}}
+{{- if .Capabilities.APIVersions.Has "cert-manager.io/v1" }}certManager{{ else }}helm{{ end -}}
+{{- else -}}
+{{- $m.tls.provider -}}
+{{- end -}}
+{{- end }}
+
+{{/* The Secret of the metrics endpoint's certificate: metrics.tls.secretName, or the one the chart provides; empty for none. */}}
+{{- define "lockwarden.metricsTLSSecret" -}}
+{{- if .Values.metrics.tls.secretName -}}
+{{- .Values.metrics.tls.secretName -}}
+{{- else if include "lockwarden.metricsTLSProvider" . -}}
+{{- include "lockwarden.fullname" . }}-metrics-tls
+{{- end -}}
+{{- end }}
+
+{{/* The metrics Service's DNS name, which the certificate names and Prometheus checks. */}}
+{{- define "lockwarden.metricsDNSName" -}}
+{{- include "lockwarden.fullname" . }}-metrics.{{ .Release.Namespace }}.svc
+{{- end }}
+
+{{/* Where the pods mount the metrics certificate's Secret (--metrics-cert-path). */}}
 {{- define "lockwarden.metricsCertPath" -}}
 /etc/lockwarden/metrics-tls
 {{- end }}
