@@ -39,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -311,6 +312,27 @@ func TestDefaults(t *testing.T) {
 		var d appsv1.Deployment
 		objs.get(t, "Deployment/lw-lockwarden", &d)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--secret-namespace=vault"))
+	})
+	t.Run("tenantQuotas bound each tenant's claims and locks with a ResourceQuota", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(render(t).ofKind("ResourceQuota")).To(BeEmpty(), "none by default")
+		var q corev1.ResourceQuota
+		render(t, "--set", "tenantQuotas[0].namespace=team-a", "--set", "tenantQuotas[0].lockClaims=500",
+			"--set", "tenantQuotas[0].distributedLocks=50").get(t, "ResourceQuota/lw-lockwarden-locks", &q)
+		g.Expect(q.Namespace).To(Equal("team-a"))
+		g.Expect(q.Spec.Hard).To(HaveLen(2))
+		g.Expect(q.Spec.Hard).To(HaveKeyWithValue(corev1.ResourceName("count/lockclaims.locks.lockwarden.io"), resource.MustParse("500")))
+		g.Expect(q.Spec.Hard).To(HaveKeyWithValue(corev1.ResourceName("count/distributedlocks.locks.lockwarden.io"), resource.MustParse("50")))
+		q = corev1.ResourceQuota{}
+		render(t, "--set", "tenantQuotas[0].namespace=team-b", "--set", "tenantQuotas[0].lockClaims=0").
+			get(t, "ResourceQuota/lw-lockwarden-locks", &q)
+		g.Expect(q.Namespace).To(Equal("team-b"))
+		g.Expect(q.Spec.Hard).To(HaveLen(1), "a count of 0 is a quota too: no claims at all")
+		g.Expect(q.Spec.Hard).To(HaveKeyWithValue(corev1.ResourceName("count/lockclaims.locks.lockwarden.io"), resource.MustParse("0")))
+
+		out, err := run(t, "helm", "template", "lw", chart, "--namespace", "locks", "--set", "tenantQuotas[0].namespace=team-a")
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(out).To(ContainSubstring(`tenantQuotas entry for namespace "team-a" sets neither lockClaims nor distributedLocks`))
 	})
 	t.Run("a single replica has no PodDisruptionBudget", func(t *testing.T) {
 		NewWithT(t).Expect(render(t, "--set", "replicaCount=1").ofKind("PodDisruptionBudget")).To(BeEmpty())
