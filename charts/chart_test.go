@@ -261,6 +261,7 @@ func TestDefaults(t *testing.T) {
 		"Deployment/lw-lockwarden",
 		"Service/lw-lockwarden-metrics",
 		"PodDisruptionBudget/lw-lockwarden",
+		holderPolicyKey, holderBindingKey, // every supported Kubernetes serves ValidatingAdmissionPolicy
 	), "helm template assumes no MutatingAdmissionPolicy API (charts/admission_test.go)")
 
 	var d appsv1.Deployment
@@ -551,6 +552,18 @@ func TestEquivalentToKustomize(t *testing.T) {
 		g.Expect(kbinding.Spec.PolicyName).To(Equal(kmap.Name), p.name)
 		g.Expect(kbinding.Spec.MatchResources).To(Equal(cbinding.Spec.MatchResources), p.name)
 	}
+	// And the same policy on claims that name a pod.
+	g.Expect(kustObjs.ofKind("ValidatingAdmissionPolicy")).To(HaveLen(len(chartObjs.ofKind("ValidatingAdmissionPolicy"))))
+	var cvap, kvap admissionregistrationv1.ValidatingAdmissionPolicy
+	chartObjs.get(t, holderPolicyKey, &cvap)
+	kustObjs.get(t, "ValidatingAdmissionPolicy/lockwarden-claim-holder-pod", &kvap)
+	g.Expect(cvap.Spec).To(Equal(kvap.Spec))
+	var cvb, kvb admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	chartObjs.get(t, holderBindingKey, &cvb)
+	kustObjs.get(t, "ValidatingAdmissionPolicyBinding/lockwarden-claim-holder-pod", &kvb)
+	g.Expect(kvb.Spec.PolicyName).To(Equal(kvap.Name))
+	g.Expect(kvb.Spec.ValidationActions).To(Equal(cvb.Spec.ValidationActions))
+	g.Expect(kvb.Spec.MatchResources).To(Equal(cvb.Spec.MatchResources))
 }
 
 // TestWorkloadKinds checks that the workloads values list the kinds to the manager and grant it

@@ -105,7 +105,7 @@ func TestRelease(t *testing.T) {
 		}
 		g.Expect(crdNames).To(ConsistOf(crds))
 
-		clusterScoped := []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+		clusterScoped := []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 		byKind := map[string][]document{}
 		for _, d := range docs {
 			byKind[d.Kind] = append(byKind[d.Kind], d)
