@@ -262,6 +262,7 @@ func TestDefaults(t *testing.T) {
 		"Service/lw-lockwarden-metrics",
 		"PodDisruptionBudget/lw-lockwarden",
 		holderPolicyKey, holderBindingKey, // every supported Kubernetes serves ValidatingAdmissionPolicy
+		podEditsPolicyKey, podEditsBindingKey,
 	), "helm template assumes no MutatingAdmissionPolicy API (charts/admission_test.go)")
 
 	var d appsv1.Deployment
@@ -564,6 +565,15 @@ func TestEquivalentToKustomize(t *testing.T) {
 	g.Expect(kvb.Spec.PolicyName).To(Equal(kvap.Name))
 	g.Expect(kvb.Spec.ValidationActions).To(Equal(cvb.Spec.ValidationActions))
 	g.Expect(kvb.Spec.MatchResources).To(Equal(cvb.Spec.MatchResources))
+	// And the same limits on the controller's pod updates, for its own account under each: the
+	// chart's (release lw in locks) and make deploy's.
+	var cpe, kpe admissionregistrationv1.ValidatingAdmissionPolicy
+	chartObjs.get(t, podEditsPolicyKey, &cpe)
+	kustObjs.get(t, "ValidatingAdmissionPolicy/lockwarden-controller-pod-edits", &kpe)
+	g.Expect(kpe.Spec.MatchConditions[0].Expression).To(Equal("request.userInfo.username == 'system:serviceaccount:lockwarden-system:" + kd.Spec.Template.Spec.ServiceAccountName + "'"))
+	g.Expect(cpe.Spec.MatchConditions[0].Expression).To(Equal("request.userInfo.username == 'system:serviceaccount:locks:" + cd.Spec.Template.Spec.ServiceAccountName + "'"))
+	cpe.Spec.MatchConditions, kpe.Spec.MatchConditions = nil, nil
+	g.Expect(cpe.Spec).To(Equal(kpe.Spec))
 }
 
 // TestWorkloadKinds checks that the workloads values list the kinds to the manager and grant it

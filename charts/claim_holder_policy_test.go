@@ -51,7 +51,7 @@ func TestClaimHolderPolicyRenders(t *testing.T) {
 		g := NewWithT(t)
 		for _, kube := range []string{"1.32.0", "1.37.0"} {
 			objs := render(t, append([]string{"--kube-version", kube}, excludeGateOff...)...)
-			g.Expect(objs.ofKind("ValidatingAdmissionPolicy")).To(ConsistOf(holderPolicyKey), kube)
+			g.Expect(objs.ofKind("ValidatingAdmissionPolicy")).To(ConsistOf(holderPolicyKey, podEditsPolicyKey), kube)
 			var policy admissionregistrationv1.ValidatingAdmissionPolicy
 			objs.get(t, holderPolicyKey, &policy)
 			g.Expect(policy.Spec.FailurePolicy).To(Equal(ptr.To(admissionregistrationv1.Fail)))
@@ -66,7 +66,7 @@ func TestClaimHolderPolicyRenders(t *testing.T) {
 	})
 	t.Run("claimHolderPolicy.enabled=false leaves it out", func(t *testing.T) {
 		objs := render(t, "--set", "claimHolderPolicy.enabled=false")
-		NewWithT(t).Expect(objs.keys()).NotTo(ContainElement(ContainSubstring("ValidatingAdmissionPolicy")))
+		NewWithT(t).Expect(objs.keys()).NotTo(ContainElements(holderPolicyKey, holderBindingKey))
 	})
 }
 

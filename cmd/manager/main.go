@@ -94,6 +94,7 @@ type options struct {
 	gcPercent        int
 	workloadKinds    string
 	workloads        *workloads.Registry
+	checkClaimRights bool
 	printVersion     bool
 	zap              zap.Options
 }
@@ -177,6 +178,10 @@ func parseFlags(args []string) (options, error) {
 			"group/version/Kind: batch/v1/Job, tekton.dev/v1/PipelineRun, tekton.dev/v1/TaskRun, argoproj.io/v1alpha1/Workflow, or any other kind, "+
 			"which then holds until it is deleted. The controller watches each (it needs get, list and watch on them, and patch to resume suspended ones); "+
 			"a claim naming a kind not listed fails with reason WorkloadKindNotWatched. Empty: none.")
+	fs.BoolVar(&o.checkClaimRights, "check-claim-rights", true,
+		"Make the claim that an annotated pod or workload asks for only when the service account it (or its pods) runs as may create LockClaims "+
+			"in its namespace (a SubjectAccessReview; answers are kept 10 s), so that the annotation gives no one a lock their RBAC does not; "+
+			"a refused pod or workload gets a Warning event ClaimNotAllowed. false makes the claim for whoever may create the pod or workload.")
 	fs.BoolVar(&o.printVersion, "version", false, "Print the version, git commit and Go version, and exit.")
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfig
 	o.zap.BindFlags(fs)
@@ -394,7 +399,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithWrapper(m.Instrument),
 	)
 	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace,
-		Workloads: o.workloads}
+		Workloads: o.workloads, SkipClaimRights: !o.checkClaimRights}
 	if o.leaderElect {
 		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
 		// leader gives up after renewDeadline without a renewal. A stall longer than the

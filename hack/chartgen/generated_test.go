@@ -61,7 +61,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 // generated file, and an edit of values.yaml that was not regenerated, are both reported.
 func TestOutdatedCatchesEdits(t *testing.T) {
 	root := t.TempDir()
-	for _, p := range []string{crdSrcDir, rbacSrcDir, filepath.Join(chartDir, "Chart.yaml"), filepath.Join(chartDir, "values.yaml"), installDocPath, admissionSrc, jobSuspendSrc, claimHolderSrc} {
+	for _, p := range []string{crdSrcDir, rbacSrcDir, filepath.Join(chartDir, "Chart.yaml"), filepath.Join(chartDir, "values.yaml"), installDocPath, admissionSrc, jobSuspendSrc, claimHolderSrc, podEditsSrc} {
 		copyTree(t, filepath.Join(repoRoot, p), filepath.Join(root, p))
 	}
 	if err := run(root); err != nil {

@@ -57,6 +57,7 @@ const (
 	admissionSrc   = "config/admission/mutating_admission_policy.yaml"
 	jobSuspendSrc  = "config/admission/job_suspend_policy.yaml"
 	claimHolderSrc = "config/admission/claim_holder_policy.yaml"
+	podEditsSrc    = "config/admission/controller_pod_edits_policy.yaml"
 	installDocPath = "docs/install.md"
 )
 
@@ -66,7 +67,16 @@ var admissionSources = []struct{ template, file, kind, does string }{
 	{"lockwarden.admissionPolicySpec", admissionSrc, mutatingPolicy, "gates pods annotated locks.lockwarden.io/lock"},
 	{"lockwarden.jobSuspendPolicySpec", jobSuspendSrc, mutatingPolicy, "suspends Jobs created with the annotation locks.lockwarden.io/lock"},
 	{"lockwarden.claimHolderPolicySpec", claimHolderSrc, validatingPolicy, "refuses a claim naming a pod unless made from that pod or by someone who may evict it"},
+	{"lockwarden.podEditsPolicySpec", podEditsSrc, validatingPolicy, "limits the controller's pod updates to the fields it writes"},
 }
+
+// kustomizeControllerUser is the user name of the controller's ServiceAccount under make deploy
+// (config/default's namespace and namePrefix), which a policy that judges the controller's own
+// requests names; the chart names its own account there instead (chartControllerUser).
+const (
+	kustomizeControllerUser = "system:serviceaccount:lockwarden-system:lockwarden-controller-manager"
+	chartControllerUser     = `system:serviceaccount:{{ .Release.Namespace }}:{{ include "lockwarden.serviceAccountName" . }}`
+)
 
 // The kinds of admission policy that admissionSources copies.
 const (
@@ -286,8 +296,10 @@ func readPolicySpec(file, kind string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// A CEL expression might contain "{{": print it literally, not as an action.
-	return strings.ReplaceAll(string(y), "{{", `{{ "{{" }}`), nil
+	// A CEL expression might contain "{{": print it literally, not as an action. Then the
+	// controller's user name, the one action a spec may need.
+	out := strings.ReplaceAll(string(y), "{{", `{{ "{{" }}`)
+	return strings.ReplaceAll(out, kustomizeControllerUser, chartControllerUser), nil
 }
 
 func readRules(file, object string) ([]rbacv1.PolicyRule, error) {

@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 const (
@@ -140,6 +141,11 @@ func step(format string, args ...any) {
 
 func (d *demo) setup(ctx context.Context) error {
 	if err := d.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	// The pods' service account may create LockClaims: the controller makes an annotated pod's
+	// claim only for an account that may (docs/security.md, Inside a namespace).
+	if err := rbacenv.AllowClaims(ctx, d.c, d.ns); err != nil {
 		return err
 	}
 	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: lockName},

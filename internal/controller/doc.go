@@ -71,6 +71,12 @@ package controller
 // plain delete.
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 
+// Subject access reviews: before it makes the claim that an annotated pod or workload asks for,
+// the controller asks the API server whether the service account that pod (or the workload's
+// pods) runs as may create LockClaims in its namespace (claimrights; --check-claim-rights), so that
+// the annotation gives no one a lock their RBAC does not. Reviews read nothing and change nothing.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Nodes: read through the cache, which keeps of each only its name and Ready condition: a lock
 // that sets holderNodeLossSeconds ends the hold of a pod whose node has not been Ready that long,
 // and a change of a node's Ready condition wakes the locks of the pods on it. Nothing else on

@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/claimrights"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
@@ -78,6 +79,10 @@ type PodLockReconciler struct {
 
 	// Metrics, when set, receives the failover times (lockwarden_standby_failover_seconds).
 	Metrics *metrics.Metrics
+
+	// ClaimRights, when set, is asked before a pod's claim is made: only a pod whose service
+	// account may create LockClaims in its namespace gets one (nil: every annotated pod does).
+	ClaimRights *claimrights.Checker
 
 	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
 	evictions podEvictions
@@ -119,6 +124,9 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return r.claimLost(ctx, pod, lockName, name)
 	case claim == nil:
+		if allowed, retry, err := r.mayClaim(ctx, pod, lockName); !allowed || err != nil {
+			return ctrl.Result{RequeueAfter: retry}, errors.Join(err, r.markStandby(ctx, pod, lockName))
+		}
 		if claim, err = r.createClaim(ctx, pod, lockName, name); err != nil || claim == nil {
 			return ctrl.Result{}, errors.Join(err, r.markStandby(ctx, pod, lockName))
 		}
@@ -347,6 +355,41 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock",
 		"Created LockClaim %s for lock %s", name, lockName)
 	return claim, nil
+}
+
+// mayClaim says whether the pod's service account may create LockClaims in its namespace, which
+// the claim made on the pod's behalf needs (claimrights): anyone who creates a pod may run it as
+// that account, so the annotation gives the pod no more than the account could take with lockctl.
+// A refused pod gets a Warning event and is looked at again once the answer is old (retry), so
+// that a RoleBinding made afterwards takes effect.
+func (r *PodLockReconciler) mayClaim(ctx context.Context, pod *corev1.Pod, lockName string) (allowed bool, retry time.Duration, err error) {
+	if r.ClaimRights == nil {
+		return true, 0, nil
+	}
+	v, err := r.ClaimRights.MayClaim(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
+	if err != nil {
+		return false, 0, err
+	}
+	if !v.Allowed {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonClaimNotAllowed, "WaitForLock", "%s",
+			claimNotAllowedMessage(pod.Namespace, pod.Spec.ServiceAccountName, lockName))
+	}
+	return v.Allowed, v.RetryAfter, nil
+}
+
+// ReasonClaimNotAllowed is the reason of the Warning event on a pod or workload object whose
+// service account may not create the claim its annotation asks for.
+const ReasonClaimNotAllowed = "ClaimNotAllowed"
+
+// claimNotAllowedMessage says why no claim was made for lock on behalf of a workload running as
+// serviceAccount of namespace, and how to allow it.
+func claimNotAllowedMessage(namespace, serviceAccount, lock string) string {
+	if serviceAccount == "" {
+		serviceAccount = claimrights.DefaultServiceAccount
+	}
+	return fmt.Sprintf("Service account %s/%s may not create LockClaims in namespace %s, so no claim is made for lock %s on its behalf: "+
+		"bind it to a Role that may (the lockctl Role of config/samples/pods/lockctl-rbac.yaml, for one); this is looked at again within seconds",
+		namespace, serviceAccount, namespace, lock)
 }
 
 // annotatedMode is the mode a lock-mode annotation asks for (on a pod or a workload object): empty

@@ -28,6 +28,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/boundedevents"
+	"github.com/lockwarden/lockwarden/internal/claimrights"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -61,6 +62,10 @@ type Options struct {
 	// Tracer, when set, sees the moments of each handoff inside the lock engine (the
 	// benchmark's; nil in the manager).
 	Tracer lockengine.Tracer
+	// SkipClaimRights makes the claim of every annotated pod and workload, whatever its service
+	// account may do (--check-claim-rights=false). By default a claim is made only for a pod or
+	// workload whose service account may create LockClaims in its namespace (claimrights).
+	SkipClaimRights bool
 }
 
 // Setup registers with mgr the lock engine (field indexes, Renewer, the lock reconciler), the
@@ -102,8 +107,12 @@ func Setup(mgr manager.Manager, o Options) error {
 		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods}); err != nil {
 		return err
 	}
+	var rights *claimrights.Checker
+	if !o.SkipClaimRights {
+		rights = &claimrights.Checker{Client: mgr.GetClient()}
+	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), Pods: pods, APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
-		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
+		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles, ClaimRights: rights}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	for _, kind := range o.Workloads.Kinds() {
@@ -111,7 +120,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			continue // it holds only through claims that name it
 		}
 		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Kind: kind, Recorder: recorder,
-			Guard: o.Guard}).SetupWithManager(mgr); err != nil {
+			Guard: o.Guard, ClaimRights: rights}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}
 	}

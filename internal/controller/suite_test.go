@@ -170,8 +170,17 @@ func stopManager() {
 	}
 }
 
-// newNamespace creates a namespace for one test.
+// newNamespace creates a namespace for one test, whose service accounts may create LockClaims (as
+// annotated pods' and workloads' accounts must).
 func newNamespace() string {
+	GinkgoHelper()
+	ns := newBareNamespace()
+	Expect(rbacenv.AllowClaims(context.Background(), k8sClient, ns)).To(Succeed())
+	return ns
+}
+
+// newBareNamespace creates a namespace for one test, whose service accounts may do nothing.
+func newBareNamespace() string {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "locks-"}}
 	Expect(k8sClient.Create(context.Background(), ns)).To(Succeed())

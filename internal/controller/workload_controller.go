@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/claimrights"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
@@ -57,6 +59,10 @@ type WorkloadLockReconciler struct {
 	Recorder events.EventRecorder
 	// Guard, when set, vetoes the resume of a run once this process has stalled (leaderguard).
 	Guard *leaderguard.Guard
+	// ClaimRights, when set, is asked before an object's claim is made: only an object whose pods'
+	// service account may create LockClaims in its namespace gets one (nil: every annotated
+	// object does).
+	ClaimRights *claimrights.Checker
 }
 
 // Reconcile makes the annotated object's claim and, once it holds, resumes the object.
@@ -88,11 +94,32 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// lost its lock must not quietly get a new token).
 		return ctrl.Result{}, nil
 	case claim == nil:
+		if allowed, retry, err := r.mayClaim(ctx, obj, lockName); !allowed || err != nil {
+			return ctrl.Result{RequeueAfter: retry}, err
+		}
 		if claim, err = r.createClaim(ctx, obj, lockName, name); err != nil || claim == nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{}, r.followClaim(ctx, obj, claim)
+}
+
+// mayClaim says whether the service account the object runs its pods as may create LockClaims in
+// its namespace, as PodLockReconciler.mayClaim does for a pod.
+func (r *WorkloadLockReconciler) mayClaim(ctx context.Context, obj *unstructured.Unstructured, lockName string) (allowed bool, retry time.Duration, err error) {
+	if r.ClaimRights == nil {
+		return true, 0, nil
+	}
+	account := r.Kind.ServiceAccount(obj)
+	v, err := r.ClaimRights.MayClaim(ctx, obj.GetNamespace(), account)
+	if err != nil {
+		return false, 0, err
+	}
+	if !v.Allowed {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonClaimNotAllowed, "WaitForLock", "%s",
+			claimNotAllowedMessage(obj.GetNamespace(), account, lockName))
+	}
+	return v.Allowed, v.RetryAfter, nil
 }
 
 // newObject is an empty object of the served kind, for reads.

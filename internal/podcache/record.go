@@ -51,6 +51,9 @@ type record struct {
 	gates       []string
 	node        string
 	phase       corev1.PodPhase
+	// serviceAccount is the pod's spec.serviceAccountName: an annotated pod gets its claim only
+	// when that account may create claims (claimrights).
+	serviceAccount string
 }
 
 // annotation is one kept annotation of a pod.
@@ -82,6 +85,8 @@ func compact(pod *corev1.Pod, strs *intern.Table) *record {
 		foreground: slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents),
 		node:       strs.String(pod.Spec.NodeName),
 		phase:      corev1.PodPhase(strs.String(string(pod.Status.Phase))),
+
+		serviceAccount: strs.String(pod.Spec.ServiceAccountName),
 	}
 	for k, v := range pod.Annotations {
 		if strings.HasPrefix(k, lockAnnotationPrefix) || k == podDeletionCostAnnotation {
@@ -113,7 +118,7 @@ func (r *record) expand(pod *corev1.Pod) {
 			CreationTimestamp: r.CreationTimestamp,
 			DeletionTimestamp: r.DeletionTimestamp.DeepCopy(),
 		},
-		Spec:   corev1.PodSpec{NodeName: r.node},
+		Spec:   corev1.PodSpec{NodeName: r.node, ServiceAccountName: r.serviceAccount},
 		Status: corev1.PodStatus{Phase: r.phase},
 	}
 	if len(r.annotations) > 0 {

@@ -51,9 +51,10 @@ func fullPod() *corev1.Pod {
 			Finalizers:      []string{"example.com/cleanup", metav1.FinalizerDeleteDependents},
 		},
 		Spec: corev1.PodSpec{
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: "other.example/gate"}, {Name: locksv1alpha1.PodSchedulingGate}},
-			Containers:      []corev1.Container{{Name: "web", Image: "web:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
-			NodeName:        "node-1",
+			SchedulingGates:    []corev1.PodSchedulingGate{{Name: "other.example/gate"}, {Name: locksv1alpha1.PodSchedulingGate}},
+			Containers:         []corev1.Container{{Name: "web", Image: "web:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+			NodeName:           "node-1",
+			ServiceAccountName: "web",
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
@@ -77,7 +78,7 @@ func TestRecordKeepsWhatTheControllersRead(t *testing.T) {
 				"controller.kubernetes.io/pod-deletion-cost": "2147483647",
 			},
 		},
-		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates, NodeName: "node-1"},
+		Spec:   corev1.PodSpec{SchedulingGates: full.Spec.SchedulingGates, NodeName: "node-1", ServiceAccountName: "web"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "apps",

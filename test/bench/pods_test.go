@@ -34,7 +34,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+
 	"github.com/lockwarden/lockwarden/internal/lockengine"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 // podNamespace creates a namespace with one lock for a pod benchmark.
@@ -45,6 +47,7 @@ func (b *bench) podNamespace(t *testing.T, ctx context.Context, name string) {
 	t.Cleanup(func() {
 		_ = b.c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	})
+	must(t, rbacenv.AllowClaims(ctx, b.c, name)) // its pods ask by annotation
 	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "turns"}}
 	must(t, b.c.Create(ctx, lock))
 	must(t, waitLockReady(ctx, b.c, name, "turns"))

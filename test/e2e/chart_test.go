@@ -272,6 +272,20 @@ spec:
 			}
 		}).WithTimeout(90 * time.Second).Should(Succeed())
 		Expect(tokenOf(third)).To(BeNumerically(">", tokenOf(second)))
+
+		By("the chart's pod-edits policy: every write above passed it; the controller's account may change nothing else on a pod")
+		// kubectl patch sends the patch as it is (the account may not get pods, only patch them).
+		asController := impersonatingKubeconfig(chartNamespace, chartSA) // a later --kubeconfig wins
+		patchAsController := func(patch string) error {
+			_, err := tryKubectl("--kubeconfig", asController, "patch", "pod", "-n", ns, third.Name, "--type=merge", "-p", patch)
+			return err
+		}
+		Expect(patchAsController(`{"metadata":{"labels":{"app":"elsewhere"}}}`)).
+			To(MatchError(ContainSubstring("may change no label of a pod but locks.lockwarden.io/role")))
+		Expect(patchAsController(`{"metadata":{"annotations":{"example.com/note":"x"}}}`)).
+			To(MatchError(ContainSubstring("may change no annotation of a pod but")))
+		Expect(patchAsController(`{"metadata":{"labels":{"`+locksv1alpha1.PodRoleLabel+`":"holder"}}}`)).
+			To(Succeed(), "the role label is the controller's to write")
 	})
 
 	It("runs a Job's pods one at a time to completion, each with its own token", func() {

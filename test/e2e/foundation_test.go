@@ -41,6 +41,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 var _ = Describe("The cluster under test", func() {
@@ -190,8 +192,18 @@ spec: {lockName: nightly-migration}
 
 func ctx() context.Context { return context.Background() }
 
-// newNamespace creates a namespace for one test and deletes it afterwards.
+// newNamespace creates a namespace for one test, whose service accounts may create LockClaims (as
+// annotated pods' accounts must), and deletes it afterwards.
 func newNamespace() string {
+	GinkgoHelper()
+	ns := newBareNamespace()
+	Expect(rbacenv.AllowClaims(ctx(), k8sClient, ns)).To(Succeed())
+	return ns
+}
+
+// newBareNamespace creates a namespace for one test, whose service accounts may do nothing, and
+// deletes it afterwards.
+func newBareNamespace() string {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
 	Expect(k8sClient.Create(ctx(), ns)).To(Succeed())

@@ -63,7 +63,9 @@ var _ = Describe("Pods that ask for a lock by annotation and scheduling gate", O
 	BeforeAll(startManager)
 
 	It("are scheduled one at a time, each after its predecessor is deleted, with rising tokens", func() {
-		ns := newNamespace()
+		ns := newBareNamespace()
+		By("applying the samples as a user does: the RBAC that lets the pods' account claim, then the Deployment")
+		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "pods", "annotation-rbac.yaml"))
 		kubectl("apply", "-n", ns, "-f", filepath.Join(repoRoot, "config", "samples", "pods", "gated-deployment.yaml"))
 		selector := client.MatchingLabels{"app": "report-writer"}
 

@@ -48,6 +48,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 	"github.com/lockwarden/lockwarden/internal/testutil/redistest"
 	"github.com/lockwarden/lockwarden/internal/testutil/syncbuf"
 	"github.com/lockwarden/lockwarden/pkg/lockclient"
@@ -93,6 +94,9 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace, Labels: map[string]string{tenantLabel: "a"}}})
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: frozenNamespace}})
+	// The annotated pods' account may create claims, as the annotation needs (the manager asks
+	// with a SubjectAccessReview).
+	s.g.Expect(rbacenv.AllowClaims(context.Background(), s.c, appNamespace)).To(Succeed())
 	s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: serviceAccount}})
 	for _, o := range rbacObjects {
 		s.create(o)

@@ -38,7 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+
 	"github.com/lockwarden/lockwarden/internal/testutil/faultproxy"
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 // locks is how many locks a run creates (lock-0, lock-1).
@@ -168,6 +170,9 @@ func (r *run) startRun() {
 		t.Fatal(err)
 	}
 	r.ns = ns.Name
+	if err := rbacenv.AllowClaims(r.ctx, e.c, r.ns); err != nil { // gated and standby pods ask by annotation
+		t.Fatal(err)
+	}
 	r.backendRef, r.be = setupBackend(r.ctx, t, e, r.srv, s, r.ns)
 	r.be.reader = identityReader{r.be.reader}
 

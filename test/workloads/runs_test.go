@@ -35,6 +35,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 var (
@@ -48,6 +50,7 @@ func newNamespace() string {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "runs-"}}
 	Expect(k8sClient.Create(ctx(), ns)).To(Succeed())
+	Expect(rbacenv.AllowClaims(ctx(), k8sClient, ns.Name)).To(Succeed()) // annotated runs' accounts may claim
 	return ns.Name
 }
 

@@ -193,6 +193,10 @@ type ManagerOptions struct {
 	// WorkloadKinds are the workload kinds whose objects may hold locks, as --workload-kinds
 	// spells them; empty: the manager's default (Jobs).
 	WorkloadKinds string
+	// SkipClaimRights makes the claims of annotated pods and workloads whatever their service
+	// accounts may do (--check-claim-rights=false); by default an account needs the right to
+	// create LockClaims (rbacenv.AllowClaims grants it to a namespace's accounts).
+	SkipClaimRights bool
 	// ControllersStartAfter holds back the start of every controller (not the Renewer, the
 	// session bridge or other runnables) by this long once the manager leads, as on a large
 	// cluster a new leader's controllers wait until their caches have seen every object.
@@ -269,7 +273,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	}
 	err = controller.Setup(setupMgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
 		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace,
-		Workloads: kinds, Tracer: o.Tracer})
+		Workloads: kinds, Tracer: o.Tracer, SkipClaimRights: o.SkipClaimRights})
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+
+	"github.com/lockwarden/lockwarden/internal/testutil/rbacenv"
 )
 
 func lockName(i int) string { return fmt.Sprintf("lock-%05d", i) }
@@ -79,7 +81,10 @@ func createNamespace(ctx context.Context, c client.Client, ns string, bound time
 	if err := deleteNamespace(ctx, c, ns, bound); err != nil {
 		return err
 	}
-	return c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	return rbacenv.AllowClaims(ctx, c, ns) // its pods ask by annotation
 }
 
 // deleteNamespace deletes ns and waits until it is gone (the manager releases the locks'
