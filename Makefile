@@ -127,6 +127,10 @@ test-e2e: ## The e2e suite on the local cluster (or on KUBECONFIG_E2E's cluster 
 bench: ## Benchmark grant and handoff latency and hot-lock throughput on a local cluster (prints figures).
 	hack/bench.sh $(BENCH_ARGS)
 
+.PHONY: bench-fairness
+bench-fairness: ## A quiet namespace's grants, idle and beside a noisy one of 10,000 claims in churn, with a first-come-first-served work queue and with namespaces taking turns (prints figures; writes the table in docs/scale.md).
+	BENCH_TEST=TestFairness hack/bench.sh -fair-doc="$$PWD/docs/scale.md" $(BENCH_ARGS)
+
 .PHONY: bench-scale
 bench-scale: ## Measure the manager at size on a local cluster of 100 kwok nodes: 1,000 locks, 10,000 pods, churn, failover, 100,000 claims (prints figures; BENCH_SCALE_ARGS="-locks 20 -pods-per-lock 5 ..." for a small run; see docs/scale.md).
 	hack/bench-scale.sh $(BENCH_SCALE_ARGS)

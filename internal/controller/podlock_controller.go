@@ -45,6 +45,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/claimrights"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
@@ -83,6 +84,9 @@ type PodLockReconciler struct {
 	// ClaimRights, when set, is asked before a pod's claim is made: only a pod whose service
 	// account may create LockClaims in its namespace gets one (nil: every annotated pod does).
 	ClaimRights *claimrights.Checker
+	// FirstComeFirstServed reconciles pods in the order they changed, not by namespace turns
+	// (the fairness benchmark's comparison).
+	FirstComeFirstServed bool
 
 	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
 	evictions podEvictions
@@ -569,7 +573,7 @@ func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(&source.Informer{Informer: pods, Handler: r.failovers.deletedHolders()}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())).
 		Watches(&locksv1alpha1.DistributedLock{}, recordedPods()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, NewQueue: fairqueue.NewQueueFor(r.FirstComeFirstServed)}).
 		Named("podlock").
 		Complete(r)
 }

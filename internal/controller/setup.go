@@ -66,6 +66,9 @@ type Options struct {
 	// account may do (--check-claim-rights=false). By default a claim is made only for a pod or
 	// workload whose service account may create LockClaims in its namespace (claimrights).
 	SkipClaimRights bool
+	// FirstComeFirstServed hands work out in the order it came, not by namespace turns
+	// (fairqueue): the fairness benchmark's comparison; false in the manager.
+	FirstComeFirstServed bool
 }
 
 // Setup registers with mgr the lock engine (field indexes, Renewer, the lock reconciler), the
@@ -104,7 +107,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
-		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods}); err != nil {
+		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods, FirstComeFirstServed: o.FirstComeFirstServed}); err != nil {
 		return err
 	}
 	var rights *claimrights.Checker
@@ -112,7 +115,8 @@ func Setup(mgr manager.Manager, o Options) error {
 		rights = &claimrights.Checker{Client: mgr.GetClient()}
 	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), Pods: pods, APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
-		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles, ClaimRights: rights}).SetupWithManager(mgr); err != nil {
+		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles, ClaimRights: rights,
+		FirstComeFirstServed: o.FirstComeFirstServed}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	for _, kind := range o.Workloads.Kinds() {
@@ -120,7 +124,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			continue // it holds only through claims that name it
 		}
 		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Kind: kind, Recorder: recorder,
-			Guard: o.Guard, ClaimRights: rights}).SetupWithManager(mgr); err != nil {
+			Guard: o.Guard, ClaimRights: rights, FirstComeFirstServed: o.FirstComeFirstServed}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}
 	}

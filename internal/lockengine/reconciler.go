@@ -44,6 +44,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
@@ -88,6 +89,9 @@ type Reconciler struct {
 	WorkloadCache client.Reader
 	// Tracer, when set, sees the moments of each handoff (trace.go); nil in the manager.
 	Tracer Tracer
+	// FirstComeFirstServed serves locks in the order they were woken, not by namespace turns
+	// (the fairness benchmark's comparison).
+	FirstComeFirstServed bool
 
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
@@ -223,7 +227,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&locksv1alpha1.LockBackend{}, handler.EnqueueRequestsFromMapFunc(r.locksOfBackend)).
 		WatchesRawSource(source.Channel(r.wakeups, &handler.TypedEnqueueRequestForObject[*locksv1alpha1.DistributedLock]{}))
 	return r.watchWorkloads(b).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter()}).
+		// Namespaces take turns for the workers (fairqueue): one namespace's churn does not starve
+		// another's grants.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter(),
+			NewQueue: fairqueue.NewQueueFor(r.FirstComeFirstServed)}).
 		Named("distributedlock").
 		Complete(r)
 }

@@ -68,6 +68,9 @@ type Options struct {
 	Workloads *workloads.Registry
 	// Tracer, when set, sees the moments of each handoff (the benchmark's; nil in the manager).
 	Tracer Tracer
+	// FirstComeFirstServed serves locks in the order they were woken, not by namespace turns
+	// (fairqueue): the fairness benchmark's comparison; false in the manager.
+	FirstComeFirstServed bool
 	// Pods reads and watches the cluster's pods (internal/podcache); required.
 	Pods Pods
 }
@@ -98,6 +101,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Workloads:               o.Workloads,
 		WorkloadCache:           mgr.GetCache(),
 		Tracer:                  o.Tracer,
+		FirstComeFirstServed:    o.FirstComeFirstServed,
 		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
 	}
 	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.

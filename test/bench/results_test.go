@@ -205,6 +205,12 @@ const (
 
 // writeBlock replaces the text between the bench markers in the file at path.
 func writeBlock(path, block string) error {
+	return writeBlockBetween(path, blockBegin, blockEnd, block)
+}
+
+// writeBlockBetween replaces what lies between the markers begin and end in the file at path
+// with block.
+func writeBlockBetween(path, blockBegin, blockEnd, block string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -96,7 +96,9 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: frozenNamespace}})
 	// The annotated pods' account may create claims, as the annotation needs (the manager asks
 	// with a SubjectAccessReview).
-	s.g.Expect(rbacenv.AllowClaims(context.Background(), s.c, appNamespace)).To(Succeed())
+	for _, ns := range []string{appNamespace, frozenNamespace} {
+		s.g.Expect(rbacenv.AllowClaims(context.Background(), s.c, ns)).To(Succeed())
+	}
 	s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: serviceAccount}})
 	for _, o := range rbacObjects {
 		s.create(o)

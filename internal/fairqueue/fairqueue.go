@@ -1,0 +1,147 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package fairqueue is the work queue of lockwarden's controllers: namespaces take turns in it,
+// so that one namespace's churn does not starve another's grants (docs/scale.md, "Fairness").
+//
+// A controller's default queue hands out items first come, first served: a namespace that
+// wakes a thousand locks at once puts a quiet namespace's one lock behind all of them. Here each
+// namespace waits in a FIFO of its own and the namespaces with waiting items take turns, one
+// item each, so a quiet namespace's lock waits for at most one item of every other busy
+// namespace. It keeps what controller-runtime's priority queue gives: items of the initial list
+// (a new leader's, a restarted manager's) wait at low priority behind fresh events, and it is
+// client-go's work queue underneath (one entry per item, never two workers on one item, delays,
+// rate-limited retries and the workqueue_* metrics).
+package fairqueue
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Queue is a rate-limiting work queue whose waiting items are handed out by priority, then by
+// turns between tenants. It is a controller-runtime priorityqueue.PriorityQueue, so that event
+// handlers and the controller pass it their priorities.
+type Queue[T comparable] struct {
+	workqueue.TypedRateLimitingInterface[T]
+	order *order[T]
+
+	mu sync.Mutex
+	// wanted is the highest priority asked for each item since it was last pushed.
+	wanted map[T]int
+}
+
+// New makes a queue called name (the workqueue_* metrics' name label) whose tenants are keyOf's
+// values.
+func New[T comparable](name string, rateLimiter workqueue.TypedRateLimiter[T], keyOf func(T) string) *Queue[T] {
+	q := &Queue[T]{wanted: map[T]int{}}
+	q.order = newOrder(keyOf, q.takeWanted)
+	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{Name: name, Queue: q.order})
+	q.TypedRateLimitingInterface = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[T]{
+		Name: name,
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{
+			Name: name, Queue: base,
+		}),
+	})
+	return q
+}
+
+// ByNamespace is a controller's NewQueue (controller.Options) for requests: namespaces take turns.
+func ByNamespace(name string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return New(name, rateLimiter, func(r reconcile.Request) string { return r.Namespace })
+}
+
+// NewQueueFor is a controller's NewQueue: ByNamespace, or nil (controller-runtime's default
+// priority queue, first come, first served) with firstComeFirstServed, which only the fairness
+// benchmark asks for, to compare.
+func NewQueueFor(firstComeFirstServed bool) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	if firstComeFirstServed {
+		return nil
+	}
+	return ByNamespace
+}
+
+// AddWithOpts adds items at the priority o gives (0 when unset; an item already waiting keeps the
+// higher of its two), after o.After or, with o.RateLimited, after the rate limiter's delay.
+func (q *Queue[T]) AddWithOpts(o priorityqueue.AddOpts, items ...T) {
+	priority := 0
+	if o.Priority != nil {
+		priority = *o.Priority
+	}
+	for _, item := range items {
+		q.want(item, priority)
+		switch {
+		case o.RateLimited:
+			q.TypedRateLimitingInterface.AddRateLimited(item)
+		case o.After > 0:
+			q.TypedRateLimitingInterface.AddAfter(item, o.After)
+		default:
+			q.TypedRateLimitingInterface.Add(item)
+		}
+	}
+}
+
+// Add adds item at priority 0.
+func (q *Queue[T]) Add(item T) { q.AddWithOpts(priorityqueue.AddOpts{}, item) }
+
+// AddAfter adds item at priority 0 once d has passed.
+func (q *Queue[T]) AddAfter(item T, d time.Duration) {
+	q.AddWithOpts(priorityqueue.AddOpts{After: d}, item)
+}
+
+// AddRateLimited adds item at priority 0 after the rate limiter's delay.
+func (q *Queue[T]) AddRateLimited(item T) {
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, item)
+}
+
+// GetWithPriority hands out the next item and the priority it waited at.
+func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
+	item, shutdown = q.TypedRateLimitingInterface.Get()
+	if shutdown {
+		return item, 0, true
+	}
+	return item, q.order.priorityOf(item), false
+}
+
+// Get hands out the next item.
+func (q *Queue[T]) Get() (item T, shutdown bool) {
+	item, _, shutdown = q.GetWithPriority()
+	return item, shutdown
+}
+
+// want records that item is asked for at priority, before the work queue pushes or touches it.
+func (q *Queue[T]) want(item T, priority int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if have, ok := q.wanted[item]; !ok || priority > have {
+		q.wanted[item] = priority
+	}
+}
+
+// takeWanted is the priority asked for item since it was last pushed, which it forgets.
+func (q *Queue[T]) takeWanted(item T) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p, ok := q.wanted[item]
+	delete(q.wanted, item)
+	return p, ok
+}
+
+var _ priorityqueue.PriorityQueue[reconcile.Request] = &Queue[reconcile.Request]{}
