@@ -38,6 +38,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -274,11 +276,15 @@ spec:
 		Expect(tokenOf(third)).To(BeNumerically(">", tokenOf(second)))
 
 		By("the chart's pod-edits policy: every write above passed it; the controller's account may change nothing else on a pod")
-		// kubectl patch sends the patch as it is (the account may not get pods, only patch them).
-		asController := impersonatingKubeconfig(chartNamespace, chartSA) // a later --kubeconfig wins
+		// Patches sent as they are, by a client that the API server takes for the chart's account
+		// (which may patch pods but not get them, so kubectl, which reads the pod first, cannot).
+		cfg, err := clientcmd.BuildConfigFromFlags("", impersonatingKubeconfig(chartNamespace, chartSA))
+		Expect(err).NotTo(HaveOccurred())
+		asController, err := client.New(cfg, client.Options{Scheme: k8sClient.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
 		patchAsController := func(patch string) error {
-			_, err := tryKubectl("--kubeconfig", asController, "patch", "pod", "-n", ns, third.Name, "--type=merge", "-p", patch)
-			return err
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: third.Name}}
+			return asController.Patch(ctx(), p, client.RawPatch(types.MergePatchType, []byte(patch)))
 		}
 		Expect(patchAsController(`{"metadata":{"labels":{"app":"elsewhere"}}}`)).
 			To(MatchError(ContainSubstring("may change no label of a pod but locks.lockwarden.io/role")))
