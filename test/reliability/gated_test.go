@@ -176,7 +176,13 @@ func (l *admissionLog) results() []Admission {
 
 // checkGates runs the gates and admissions checkers (gated runs).
 func (r *run) checkGates(res *Result, pods []PodRole) {
-	gates, admitted := CheckGates(pods, r.placesOf)
+	lostAt := map[string]int64{}
+	for _, g := range r.grants {
+		if g.Lost {
+			lostAt[g.Claim] = g.ReleasedRevision
+		}
+	}
+	gates, admitted := CheckGates(pods, r.placesOf, lostAt)
 	res.GatesLifted = admitted
 	res.Violations = append(res.Violations, findings("gates", gates)...)
 	admissions := r.admissions.results()

@@ -35,9 +35,13 @@ import (
 // the event that shows it finished (Succeeded or Failed) or gone; a terminating pod still runs,
 // and counts. The controller lifts the next gate only after the hold before it ended, which for a
 // pod-owned claim is its pod's end: a mutex whose gates overlap at any revision let two pods run.
-// Each stretch with too many is reported once, at its first event. It also returns how many pods
-// were admitted.
-func CheckGates(pods []PodRole, placesOf func(lock string) int) (violations []string, admitted int) {
+// A pod whose claim was seen Lost (lostAt: the claim's revision then) no longer counts from that
+// revision on: under lossPolicy Notify a pod that lost its lock keeps running, which is what the
+// fencing token is for (the zombie and register checkers judge its writes), and the next claim
+// is granted once the lost hold has expired. A claim marked Lost only after the next pod's gate
+// was lifted still counts at that revision. Each stretch with too many is reported once, at its
+// first event. It also returns how many pods were admitted.
+func CheckGates(pods []PodRole, placesOf func(lock string) int, lostAt map[string]int64) (violations []string, admitted int) {
 	wasGated := map[string]bool{} // pods seen with the gate
 	running := map[string]PodRole{}
 	counted := map[string]bool{}
@@ -61,6 +65,9 @@ func CheckGates(pods []PodRole, placesOf func(lock string) int) (violations []st
 		}
 		var in []string
 		for _, p := range running {
+			if lost, ok := lostAt[p.Claim]; ok && lost > 0 && e.Revision >= lost {
+				continue
+			}
 			if p.Lock == e.Lock {
 				in = append(in, fmt.Sprintf("%s (claim %s)", p.Pod, p.Claim))
 			}

@@ -25,6 +25,11 @@ func gatedPod(rev int, name string) PodRole { p := pod(rev, name, ""); p.Gated =
 func finished(p PodRole) PodRole            { p.Finished = true; return p }
 
 func TestCheckGates(t *testing.T) {
+	// The revisions at which claims were seen Lost, by case.
+	lostAt := map[string]map[string]int64{
+		"a holder whose claim was seen Lost no longer counts (fencing covers it)": {"c-a": 15},
+		"a claim marked Lost only after the next gate was lifted still counts":    {"c-a": 35},
+	}
 	for name, c := range map[string]struct {
 		pods     []PodRole
 		places   int
@@ -47,11 +52,16 @@ func TestCheckGates(t *testing.T) {
 		"a terminating pod still runs": {[]PodRole{
 			gatedPod(1, "a"), gatedPod(2, "b"), pod(10, "a", "holder"), terminating(pod(20, "a", "standby")), pod(30, "b", "holder")}, 1,
 			"a (claim c-a), b (claim c-b)", 2},
+		"a holder whose claim was seen Lost no longer counts (fencing covers it)": {[]PodRole{
+			gatedPod(1, "a"), gatedPod(2, "b"), pod(10, "a", "holder"), pod(20, "a", "standby"), pod(30, "b", "holder")}, 1, "", 2},
+		"a claim marked Lost only after the next gate was lifted still counts": {[]PodRole{
+			gatedPod(1, "a"), gatedPod(2, "c"), pod(10, "a", "holder"), pod(30, "c", "holder"), pod(40, "a", "standby")}, 1,
+			"2 pods admitted (gate lifted, not finished) at revision 30", 2},
 		"three on a lock of two places": {[]PodRole{
 			gatedPod(1, "a"), gatedPod(2, "b"), gatedPod(3, "c"), pod(10, "a", ""), pod(20, "b", ""), pod(30, "c", "")}, 2,
 			"more than its 2 place(s)", 3},
 	} {
-		v, admitted := CheckGates(c.pods, func(string) int { return c.places })
+		v, admitted := CheckGates(c.pods, func(string) int { return c.places }, lostAt[name])
 		if admitted != c.admitted {
 			t.Errorf("%s: %d admitted, want %d", name, admitted, c.admitted)
 		}
