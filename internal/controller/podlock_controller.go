@@ -364,19 +364,26 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 // mayClaim says whether the pod's service account may create LockClaims in its namespace, which
 // the claim made on the pod's behalf needs (claimrights): anyone who creates a pod may run it as
 // that account, so the annotation gives the pod no more than the account could take with lockctl.
-// A refused pod gets a Warning event and is looked at again once the answer is old (retry), so
-// that a RoleBinding made afterwards takes effect.
 func (r *PodLockReconciler) mayClaim(ctx context.Context, pod *corev1.Pod, lockName string) (allowed bool, retry time.Duration, err error) {
-	if r.ClaimRights == nil {
+	return mayClaimFor(ctx, r.ClaimRights, r.Recorder, pod, pod.Spec.ServiceAccountName, lockName)
+}
+
+// mayClaimFor asks rights (nil: everyone may) whether serviceAccount, which obj (an annotated pod
+// or workload) runs as, may create LockClaims in obj's namespace. A refused obj gets a Warning
+// event and is looked at again once the answer is old (retry), so that a RoleBinding made
+// afterwards takes effect.
+func mayClaimFor(ctx context.Context, rights *claimrights.Checker, recorder events.EventRecorder, obj client.Object,
+	serviceAccount, lockName string) (allowed bool, retry time.Duration, err error) {
+	if rights == nil {
 		return true, 0, nil
 	}
-	v, err := r.ClaimRights.MayClaim(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
+	v, err := rights.MayClaim(ctx, obj.GetNamespace(), serviceAccount)
 	if err != nil {
 		return false, 0, err
 	}
 	if !v.Allowed {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonClaimNotAllowed, "WaitForLock", "%s",
-			claimNotAllowedMessage(pod.Namespace, pod.Spec.ServiceAccountName, lockName))
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonClaimNotAllowed, "WaitForLock", "%s",
+			claimNotAllowedMessage(obj.GetNamespace(), serviceAccount, lockName))
 	}
 	return v.Allowed, v.RetryAfter, nil
 }

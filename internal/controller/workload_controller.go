@@ -112,19 +112,7 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // mayClaim says whether the service account the object runs its pods as may create LockClaims in
 // its namespace, as PodLockReconciler.mayClaim does for a pod.
 func (r *WorkloadLockReconciler) mayClaim(ctx context.Context, obj *unstructured.Unstructured, lockName string) (allowed bool, retry time.Duration, err error) {
-	if r.ClaimRights == nil {
-		return true, 0, nil
-	}
-	account := r.Kind.ServiceAccount(obj)
-	v, err := r.ClaimRights.MayClaim(ctx, obj.GetNamespace(), account)
-	if err != nil {
-		return false, 0, err
-	}
-	if !v.Allowed {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonClaimNotAllowed, "WaitForLock", "%s",
-			claimNotAllowedMessage(obj.GetNamespace(), account, lockName))
-	}
-	return v.Allowed, v.RetryAfter, nil
+	return mayClaimFor(ctx, r.ClaimRights, r.Recorder, obj, r.Kind.ServiceAccount(obj), lockName)
 }
 
 // newObject is an empty object of the served kind, for reads.

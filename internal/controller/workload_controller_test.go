@@ -24,7 +24,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,19 +64,7 @@ func jobState(ns, name string) func(g Gomega) string {
 }
 
 // jobEvents lists "reason: note" of the events about a Job.
-func jobEvents(ns, name string) func(g Gomega) []string {
-	return func(g Gomega) []string {
-		list := &eventsv1.EventList{}
-		g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
-		var seen []string
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "Job" && e.Regarding.Name == name {
-				seen = append(seen, e.Reason+": "+e.Note)
-			}
-		}
-		return seen
-	}
-}
+func jobEvents(ns, name string) func(g Gomega) []string { return eventNotes(ns, "Job", name) }
 
 var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 	var ns string

@@ -18,7 +18,6 @@ package rbacenv
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -55,18 +54,6 @@ func AllowClaims(ctx context.Context, c client.Client, namespace string) error {
 	}
 	// The API server's authorizer sees a new binding a moment later: until then a claim would be
 	// refused, and the refusal kept for claimrights.DefaultTTL.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		review := claimrights.Review(namespace, claimrights.DefaultServiceAccount)
-		if err := c.Create(ctx, review); err != nil {
-			return fmt.Errorf("asking whether %s's accounts may claim: %w", namespace, err)
-		}
-		if review.Status.Allowed {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the accounts of %s may still not create LockClaims 30s after their RoleBinding: %s", namespace, review.Status.Reason)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return WaitAuthorized(ctx, c, Account{Name: claimrights.DefaultServiceAccount, Namespace: namespace},
+		[]Grant{{Role: "Role " + ClaimantRole, Namespace: namespace, Rules: role.Rules}}, 30*time.Second)
 }
