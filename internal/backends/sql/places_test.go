@@ -147,21 +147,63 @@ func waitingBackend(t *testing.T, srv *sqltest.Server) *sqlbackend.Backend {
 	return b
 }
 
-// waitForLockWait returns once some statement on the server waits for a lock.
-func waitForLockWait(t *testing.T, srv *sqltest.Server) {
+// waitForLockWait returns once some statement on the server waits for a lock. It fails at once
+// if the acquire under test (done) answers before any statement waits, with that answer, and on
+// timeout it names what the server's sessions were doing: a wait that never shows is otherwise
+// a bare "0 > 0" (once in CI, on a loaded MariaDB).
+func waitForLockWait(t *testing.T, srv *sqltest.Server, done <-chan error) {
 	t.Helper()
 	query := "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+	activity := "SELECT COALESCE(state, '') || ' ' || COALESCE(wait_event_type, '') || ' ' || COALESCE(query, '') FROM pg_stat_activity WHERE backend_type = 'client backend'"
+	every := 5 * time.Millisecond
 	if srv.Driver == sqlbackend.DriverMySQL {
 		query = "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+		activity = "SELECT CONCAT(COALESCE(COMMAND, ''), ' ', COALESCE(STATE, ''), ' ', COALESCE(INFO, '')) FROM information_schema.PROCESSLIST"
+		// InnoDB refills the cache behind INNODB_TRX only when nobody has read it for 100 ms,
+		// so polling faster shows the table as it was at the first poll, forever: a wait that
+		// began after it (a loaded CI machine) never appeared, and the test failed.
+		every = 150 * time.Millisecond
 	}
 	// One pool for every poll: a pool a poll (each kept until the test ends) ran the server out
 	// of connections within the 5 s ("Too many connections" on MariaDB, in CI).
 	admin := srv.AdminDB()
-	NewWithT(t).Eventually(func() (int, error) {
+	// The bound is generous: under make test the controller suite shares the two cores.
+	const bound = 30 * time.Second
+	deadline := time.Now().Add(bound)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("the acquire answered before any statement waited for a lock: %v", err)
+		default:
+		}
 		var n int
 		err := admin.QueryRowContext(t.Context(), query).Scan(&n)
-		return n, err
-	}, 5*time.Second, 5*time.Millisecond).Should(BeNumerically(">", 0), "a statement waits for a lock")
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no statement waited for a lock within %v (last poll: %d, %v); sessions:\n%s", bound, n, err, sessions(t, admin, activity))
+		}
+		time.Sleep(every)
+	}
+}
+
+// sessions lists what each session on the server is doing, for a failure message.
+func sessions(t *testing.T, admin *sql.DB, query string) string {
+	rows, err := admin.QueryContext(t.Context(), query)
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = rows.Close() }()
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err.Error()
+		}
+		lines = append(lines, "  "+line)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // An exclusive acquire that began before a shared acquire committed its place, and waited for
@@ -198,7 +240,7 @@ func exclusiveWaitsForPlace(t *testing.T, srv *sqltest.Server, markerExists bool
 		_, err := b.TryAcquire(ctx, key, "writer", holdTTL)
 		done <- err
 	}()
-	waitForLockWait(t, srv)
+	waitForLockWait(t, srv, done)
 	g.Expect(tx.Commit()).To(Succeed())
 	g.Expect(<-done).To(MatchError(backends.ErrLocked), "the exclusive acquire sees the place committed while it waited")
 	holders, err := b.Holders(ctx, key)
@@ -229,7 +271,7 @@ func sharedWaitsForExclusive(t *testing.T, srv *sqltest.Server) {
 		_, err := b.TryAcquireShared(ctx, key, "reader", holdTTL, 3)
 		done <- err
 	}()
-	waitForLockWait(t, srv)
+	waitForLockWait(t, srv, done)
 	g.Expect(tx.Commit()).To(Succeed())
 	err = <-done
 	g.Expect(err).To(MatchError(backends.ErrLocked))
