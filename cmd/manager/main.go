@@ -49,6 +49,7 @@ import (
 	sqlbackend "github.com/lockwarden/lockwarden/internal/backends/sql"
 	zookeeperbackend "github.com/lockwarden/lockwarden/internal/backends/zookeeper"
 	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/memlimit"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -90,6 +91,7 @@ type options struct {
 	qps              float64
 	burst            int
 	workers          int
+	namespaceWorkers int
 	memLimitRatio    float64
 	gcPercent        int
 	workloadKinds    string
@@ -167,6 +169,9 @@ func parseFlags(args []string) (options, error) {
 		"Queries per second the controller may send to the API server; 0 sets no client-side limit, leaving it to the API server's priority and fairness.")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst of queries to the API server above --kube-api-qps, when that is set.")
 	fs.IntVar(&o.workers, "claim-workers", defaultClaimWorkers, "Locks served in parallel (each lock by one worker at a time), as many refreshes of held claims' status.expireTime besides, and pods reconciled in parallel.")
+	fs.IntVar(&o.namespaceWorkers, "namespace-workers", 0,
+		"Most locks (and, in their controllers, pods and workload objects) of one namespace served at once, so that a namespace with a backlog "+
+			"leaves workers and API server capacity to the others (docs/scale.md, \"Fairness between namespaces\"); 0 sets no bound beyond --claim-workers.")
 	fs.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.9,
 		"Set Go's soft memory limit to this share of the container's memory limit (read from its cgroup), so that the garbage collector "+
 			"works harder before the kernel would kill the process; 0 leaves it unset. GOMEMLIMIT in the environment takes precedence.")
@@ -211,6 +216,8 @@ func parseFlags(args []string) (options, error) {
 		// Go takes a negative value as "off", which a cache that only grows would not survive;
 		// below 10 the collector would run nearly all the time.
 		return o, fmt.Errorf("--gc-percent must be at least 10, got %d", o.gcPercent)
+	case o.namespaceWorkers < 0:
+		return o, fmt.Errorf("--namespace-workers must be 0 (no bound) or more, got %d", o.namespaceWorkers)
 	case o.metricsCertPath != "" && !o.metricsSecure:
 		// A certificate for a server that speaks plain HTTP is a mistake worth stopping for: the
 		// operator expects the endpoint to be protected.
@@ -399,7 +406,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithWrapper(m.Instrument),
 	)
 	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace,
-		Workloads: o.workloads, SkipClaimRights: !o.checkClaimRights}
+		Workloads: o.workloads, SkipClaimRights: !o.checkClaimRights, Queue: fairqueue.Options{MaxPerNamespace: o.namespaceWorkers}}
 	if o.leaderElect {
 		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
 		// leader gives up after renewDeadline without a renewal. A stall longer than the

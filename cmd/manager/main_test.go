@@ -174,6 +174,20 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
+// One namespace's passes in flight are unbounded by default, bounded when asked, and a negative
+// bound is refused by name.
+func TestNamespaceWorkers(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.namespaceWorkers).To(Equal(0))
+	o, err = parseFlags([]string{"--namespace-workers=4"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.namespaceWorkers).To(Equal(4))
+	_, err = parseFlags([]string{"--namespace-workers=-1"})
+	g.Expect(err).To(MatchError("--namespace-workers must be 0 (no bound) or more, got -1"))
+}
+
 // The Go memory limit follows the container's by default and is refused outside 0..1.
 func TestMemoryLimitRatio(t *testing.T) {
 	g := NewWithT(t)

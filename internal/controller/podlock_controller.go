@@ -84,9 +84,9 @@ type PodLockReconciler struct {
 	// ClaimRights, when set, is asked before a pod's claim is made: only a pod whose service
 	// account may create LockClaims in its namespace gets one (nil: every annotated pod does).
 	ClaimRights *claimrights.Checker
-	// FirstComeFirstServed reconciles pods in the order they changed, not by namespace turns
-	// (the fairness benchmark's comparison).
-	FirstComeFirstServed bool
+	// Queue is how the work queue hands out pods: by namespace turns, each namespace within its
+	// bound (internal/fairqueue).
+	Queue fairqueue.Options
 
 	// evictions evicts a pod that lost its claim while it ran, under lossPolicy Evict.
 	evictions podEvictions
@@ -580,7 +580,7 @@ func (r *PodLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(&source.Informer{Informer: pods, Handler: r.failovers.deletedHolders()}).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Pod{}, handler.OnlyControllerOwner())).
 		Watches(&locksv1alpha1.DistributedLock{}, recordedPods()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, NewQueue: fairqueue.NewQueueFor(r.FirstComeFirstServed)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, NewQueue: r.Queue.NewQueue()}).
 		Named("podlock").
 		Complete(r)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/boundedevents"
 	"github.com/lockwarden/lockwarden/internal/claimrights"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -66,9 +67,9 @@ type Options struct {
 	// account may do (--check-claim-rights=false). By default a claim is made only for a pod or
 	// workload whose service account may create LockClaims in its namespace (claimrights).
 	SkipClaimRights bool
-	// FirstComeFirstServed hands work out in the order it came, not by namespace turns
-	// (fairqueue): the fairness benchmark's comparison; false in the manager.
-	FirstComeFirstServed bool
+	// Queue is how every controller's work queue hands out work (internal/fairqueue):
+	// namespaces take turns, each with at most Queue.MaxPerNamespace items served at once.
+	Queue fairqueue.Options
 }
 
 // Setup registers with mgr the lock engine (field indexes, Renewer, the lock reconciler), the
@@ -77,6 +78,9 @@ type Options struct {
 func Setup(mgr manager.Manager, o Options) error {
 	if o.Namespace == "" {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
+	}
+	if o.Metrics != nil {
+		o.Queue.Parked = o.Metrics.QueueParked // every controller's queue counts what it parks
 	}
 	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
 	// minutes, and lockwarden's events seldom repeat (package boundedevents).
@@ -107,7 +111,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := lockengine.Setup(mgr, lockengine.Options{Registry: o.Registry, Metrics: o.Metrics, Recorder: recorder,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Clock: o.Clock, Guard: o.Guard, Namespace: o.Namespace,
-		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods, FirstComeFirstServed: o.FirstComeFirstServed}); err != nil {
+		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods, Queue: o.Queue}); err != nil {
 		return err
 	}
 	var rights *claimrights.Checker
@@ -116,7 +120,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := (&PodLockReconciler{Client: mgr.GetClient(), Pods: pods, APIReader: mgr.GetAPIReader(), Recorder: recorder, Guard: o.Guard,
 		Metrics: o.Metrics, MaxConcurrentReconciles: o.MaxConcurrentReconciles, ClaimRights: rights,
-		FirstComeFirstServed: o.FirstComeFirstServed}).SetupWithManager(mgr); err != nil {
+		Queue: o.Queue}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the pod lock controller: %w", err)
 	}
 	for _, kind := range o.Workloads.Kinds() {
@@ -124,7 +128,7 @@ func Setup(mgr manager.Manager, o Options) error {
 			continue // it holds only through claims that name it
 		}
 		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Kind: kind, Recorder: recorder,
-			Guard: o.Guard, ClaimRights: rights, FirstComeFirstServed: o.FirstComeFirstServed}).SetupWithManager(mgr); err != nil {
+			Guard: o.Guard, ClaimRights: rights, Queue: o.Queue}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}
 	}

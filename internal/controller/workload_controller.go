@@ -65,9 +65,9 @@ type WorkloadLockReconciler struct {
 	// service account may create LockClaims in its namespace gets one (nil: every annotated
 	// object does).
 	ClaimRights *claimrights.Checker
-	// FirstComeFirstServed reconciles objects in the order they changed, not by namespace turns
-	// (the fairness benchmark's comparison).
-	FirstComeFirstServed bool
+	// Queue is how the work queue hands out objects: by namespace turns, each namespace within
+	// its bound (internal/fairqueue).
+	Queue fairqueue.Options
 }
 
 // Reconcile makes the annotated object's claim and, once it holds, resumes the object.
@@ -301,7 +301,7 @@ func (r *WorkloadLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(r.newObject(), builder.WithPredicates(annotated)).
 		Owns(&locksv1alpha1.LockClaim{}, builder.WithPredicates(claimPhaseChanged())).
 		Named("workload-" + strings.ToLower(r.Kind.GVK.Kind)).
-		WithOptions(controller.Options{NewQueue: fairqueue.NewQueueFor(r.FirstComeFirstServed)}).
+		WithOptions(controller.Options{NewQueue: r.Queue.NewQueue()}).
 		Complete(r)
 }
 

@@ -25,12 +25,18 @@ limitations under the License.
 // (a new leader's, a restarted manager's) wait at low priority behind fresh events, and it is
 // client-go's work queue underneath (one entry per item, never two workers on one item, delays,
 // rate-limited retries and the workqueue_* metrics).
+//
+// Turns alone do not keep a busy namespace from filling every worker, and through them the API
+// server that every namespace's passes share, while the others have nothing waiting; their next
+// item then waits at the saturated server's pace. A bound on each namespace's passes in flight
+// (Options.MaxPerNamespace, the manager's --namespace-workers) keeps room for the others.
 package fairqueue
 
 import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -41,7 +47,10 @@ import (
 // handlers and the controller pass it their priorities.
 type Queue[T comparable] struct {
 	workqueue.TypedRateLimitingInterface[T]
-	order *order[T]
+	order  *order[T]
+	shares *shares[T]
+	// parked counts the items parked now (lockwarden_workqueue_parked); nil counts nothing.
+	parked prometheus.Gauge
 
 	mu sync.Mutex
 	// wanted is the highest priority asked for each item since it was last pushed.
@@ -49,9 +58,9 @@ type Queue[T comparable] struct {
 }
 
 // New makes a queue called name (the workqueue_* metrics' name label) whose tenants are keyOf's
-// values.
-func New[T comparable](name string, rateLimiter workqueue.TypedRateLimiter[T], keyOf func(T) string) *Queue[T] {
-	q := &Queue[T]{wanted: map[T]int{}}
+// values, each with at most maxPerTenant items in flight at once (0: no bound).
+func New[T comparable](name string, rateLimiter workqueue.TypedRateLimiter[T], keyOf func(T) string, maxPerTenant int) *Queue[T] {
+	q := &Queue[T]{wanted: map[T]int{}, shares: newShares(keyOf, maxPerTenant)}
 	q.order = newOrder(keyOf, q.takeWanted)
 	base := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{Name: name, Queue: q.order})
 	q.TypedRateLimitingInterface = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[T]{
@@ -63,19 +72,31 @@ func New[T comparable](name string, rateLimiter workqueue.TypedRateLimiter[T], k
 	return q
 }
 
-// ByNamespace is a controller's NewQueue (controller.Options) for requests: namespaces take turns.
-func ByNamespace(name string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return New(name, rateLimiter, func(r reconcile.Request) string { return r.Namespace })
+// Options are how a controller's work queue hands out requests.
+type Options struct {
+	// FirstComeFirstServed is controller-runtime's default priority queue, first come, first
+	// served: only the fairness benchmark asks for it, to compare.
+	FirstComeFirstServed bool
+	// MaxPerNamespace bounds one namespace's requests in flight at once (0: no bound, each may
+	// have every worker).
+	MaxPerNamespace int
+	// Parked, when set, counts each queue's requests parked at the bound, by the queue's name.
+	Parked *prometheus.GaugeVec
 }
 
-// NewQueueFor is a controller's NewQueue: ByNamespace, or nil (controller-runtime's default
-// priority queue, first come, first served) with firstComeFirstServed, which only the fairness
-// benchmark asks for, to compare.
-func NewQueueFor(firstComeFirstServed bool) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	if firstComeFirstServed {
+// NewQueue is a controller's NewQueue (controller.Options): namespaces take turns, each within
+// MaxPerNamespace; nil (controller-runtime's default) with FirstComeFirstServed.
+func (o Options) NewQueue() func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	if o.FirstComeFirstServed {
 		return nil
 	}
-	return ByNamespace
+	return func(name string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		q := New(name, rateLimiter, func(r reconcile.Request) string { return r.Namespace }, o.MaxPerNamespace)
+		if o.Parked != nil {
+			q.parked = o.Parked.WithLabelValues(name)
+		}
+		return q
+	}
 }
 
 // AddWithOpts adds items at the priority o gives (0 when unset; an item already waiting keeps the
@@ -111,19 +132,73 @@ func (q *Queue[T]) AddRateLimited(item T) {
 	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, item)
 }
 
-// GetWithPriority hands out the next item and the priority it waited at.
+// GetWithPriority hands out the next item whose tenant has a place, and the priority it waited
+// at; items of tenants at their bound are parked on the way (shares).
 func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
-	item, shutdown = q.TypedRateLimitingInterface.Get()
-	if shutdown {
-		return item, 0, true
+	for {
+		item, shutdown = q.TypedRateLimitingInterface.Get()
+		if shutdown {
+			return item, 0, true
+		}
+		priority = q.order.priorityOf(item)
+		if q.shares.take(item, priority) {
+			return item, priority, false
+		}
+		q.countParked(1)
 	}
-	return item, q.order.priorityOf(item), false
 }
 
 // Get hands out the next item.
 func (q *Queue[T]) Get() (item T, shutdown bool) {
 	item, _, shutdown = q.GetWithPriority()
 	return item, shutdown
+}
+
+// Done ends item's pass. A parked item of its tenant takes the place it frees: it leaves the
+// processing set (and is queued again at once if it changed while parked) and goes back into
+// the order at the priority it was handed out at.
+func (q *Queue[T]) Done(item T) {
+	next, released := q.shares.finish(item)
+	q.TypedRateLimitingInterface.Done(item)
+	if released {
+		q.letGo(next)
+	}
+}
+
+// ShutDown lets every parked item go first, so that none is left in processing (a drain would
+// wait for it forever) and items still waiting are handed out unbounded.
+func (q *Queue[T]) ShutDown() {
+	q.releaseParked()
+	q.TypedRateLimitingInterface.ShutDown()
+}
+
+// ShutDownWithDrain is ShutDown that waits for the items in flight.
+func (q *Queue[T]) ShutDownWithDrain() {
+	q.releaseParked()
+	q.TypedRateLimitingInterface.ShutDownWithDrain()
+}
+
+// Parked is the number of items waiting for a place because their tenant is at its bound.
+func (q *Queue[T]) Parked() int { return q.shares.parkedCount() }
+
+func (q *Queue[T]) releaseParked() {
+	for _, p := range q.shares.release() {
+		q.letGo(p)
+	}
+}
+
+// letGo takes a parked item out of the processing set and queues it again.
+func (q *Queue[T]) letGo(p parkedItem[T]) {
+	q.countParked(-1)
+	q.want(p.item, p.priority)
+	q.TypedRateLimitingInterface.Done(p.item)
+	q.TypedRateLimitingInterface.Add(p.item)
+}
+
+func (q *Queue[T]) countParked(delta float64) {
+	if q.parked != nil {
+		q.parked.Add(delta)
+	}
 }
 
 // want records that item is asked for at priority, before the work queue pushes or touches it.

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -34,8 +36,11 @@ func req(ns, name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 }
 
-func newQueue(t *testing.T) *Queue[reconcile.Request] {
-	q := ByNamespace("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*Queue[reconcile.Request])
+func newQueue(t *testing.T) *Queue[reconcile.Request] { return boundedQueue(t, 0) }
+
+// boundedQueue is a queue whose namespaces have at most perNamespace requests in flight.
+func boundedQueue(t *testing.T, perNamespace int) *Queue[reconcile.Request] {
+	q := Options{MaxPerNamespace: perNamespace}.NewQueue()("", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*Queue[reconcile.Request])
 	t.Cleanup(q.ShutDown)
 	return q
 }
@@ -147,28 +152,44 @@ func TestTheWorkQueueRulesHold(t *testing.T) {
 
 // TestNoAddIsLost adds items from several goroutines while workers take and finish them: every
 // item's last add must be followed by a Get of it, as the work queue promises (a lost add would
-// leave a lock unserved).
+// leave a lock unserved), with and without a bound on each namespace's items in flight, which
+// must hold throughout.
 func TestNoAddIsLost(t *testing.T) {
-	q := newQueue(t)
-	const items = 200
+	for _, bound := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("at most %d per namespace", bound), func(t *testing.T) { noAddIsLost(t, bound) })
+	}
+}
+
+func noAddIsLost(t *testing.T, bound int) {
+	q := boundedQueue(t, bound)
+	const items, namespaces = 200, 7
 	var clock atomic.Int64
 	var lastAdd, lastGet [items]atomic.Int64
-	key := func(i int) reconcile.Request { return req(fmt.Sprintf("ns-%d", i%7), fmt.Sprintf("lock-%d", i)) }
+	var inFlight [namespaces]atomic.Int64
+	var overBound atomic.Int64
+	key := func(i int) reconcile.Request {
+		return req(fmt.Sprintf("ns-%d", i%namespaces), fmt.Sprintf("lock-%d", i))
+	}
 	index := map[reconcile.Request]int{}
 	for i := range items {
 		index[key(i)] = i
 	}
 
 	var workers sync.WaitGroup
-	for range 4 {
+	for range 6 {
 		workers.Go(func() {
 			for {
 				r, _, shutdown := q.GetWithPriority()
 				if shutdown {
 					return
 				}
-				lastGet[index[r]].Store(clock.Add(1))
+				i := index[r]
+				if n := inFlight[i%namespaces].Add(1); bound > 0 && n > int64(bound) {
+					overBound.Add(1)
+				}
+				lastGet[i].Store(clock.Add(1))
 				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				inFlight[i%namespaces].Add(-1)
 				q.Done(r)
 			}
 		})
@@ -206,10 +227,135 @@ func TestNoAddIsLost(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d items added and never handed out afterwards (queue length %d)", lost, q.Len())
+			t.Fatalf("%d items added and never handed out afterwards (queue length %d, parked %d)", lost, q.Len(), q.Parked())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if n := overBound.Load(); n > 0 {
+		t.Fatalf("a namespace had more than %d items in flight %d times", bound, n)
+	}
 	q.ShutDown()
 	workers.Wait()
+}
+
+// A namespace at its bound has its next items parked, not handed out: another namespace's item
+// is next, however long the first one's backlog, and each pass that ends lets one parked item
+// back, in the order they came.
+func TestABoundedNamespaceLeavesWorkersForTheOthers(t *testing.T) {
+	parked := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "parked"}, []string{"name"})
+	q := Options{MaxPerNamespace: 2, Parked: parked}.NewQueue()("locks", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*Queue[reconcile.Request])
+	t.Cleanup(q.ShutDown)
+	for i := range 100 {
+		q.Add(req("noisy", fmt.Sprintf("lock-%d", i)))
+	}
+	first, _ := get(t, q)
+	second, _ := get(t, q)
+	if first != req("noisy", "lock-0") || second != req("noisy", "lock-1") {
+		t.Fatalf("got %v, %v", first, second)
+	}
+	q.Add(req("quiet", "db"))
+	if r, _ := get(t, q); r != req("quiet", "db") {
+		t.Fatalf("got %v, want quiet/db: the noisy namespace is at its bound of 2", r)
+	}
+	if q.Parked() == 0 {
+		t.Fatal("nothing parked: the noisy namespace's third item was handed out or lost")
+	}
+	if n := testutil.ToFloat64(parked.WithLabelValues("locks")); n != float64(q.Parked()) {
+		t.Fatalf("the gauge says %v parked, the queue %d", n, q.Parked())
+	}
+	idle := make(chan reconcile.Request, 1)
+	go func() { r, _ := q.Get(); idle <- r }()
+	select {
+	case r := <-idle:
+		t.Fatalf("%v handed out while its namespace has 2 in flight", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	q.Done(first)
+	select {
+	case r := <-idle:
+		if r != req("noisy", "lock-2") {
+			t.Fatalf("got %v, want the oldest parked item, noisy/lock-2", r)
+		}
+		if n := testutil.ToFloat64(parked.WithLabelValues("locks")); n != float64(q.Parked()) {
+			t.Fatalf("the gauge says %v parked after a release, the queue %d", n, q.Parked())
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no item handed out after a noisy pass ended")
+	}
+}
+
+// An item that changes while parked is handed out once, not twice, and with the higher priority.
+func TestAParkedItemThatChangesIsServedOnce(t *testing.T) {
+	q := boundedQueue(t, 1)
+	q.Add(req("a", "1"))
+	q.Add(req("a", "2"))
+	running, _ := get(t, q)
+	type got struct {
+		r reconcile.Request
+		p int
+	}
+	next := make(chan got, 2)
+	go func() {
+		for {
+			r, p, shutdown := q.GetWithPriority()
+			if shutdown {
+				return
+			}
+			next <- got{r, p}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // the worker parks a/2 and waits again
+	high := 5
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: &high}, req("a", "2"))
+	if q.Len() != 0 || q.Parked() != 1 {
+		t.Fatalf("len %d, parked %d: a parked item was queued again beside itself", q.Len(), q.Parked())
+	}
+	select {
+	case g := <-next:
+		t.Fatalf("%v handed out beyond the bound", g.r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.Done(running)
+	select {
+	case g := <-next:
+		if g.r != req("a", "2") || g.p != high {
+			t.Fatalf("got %v at %d, want a/2 at %d", g.r, g.p, high)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a/2 not handed out after a/1 was done")
+	}
+	select {
+	case g := <-next:
+		t.Fatalf("%v handed out again", g.r)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// Draining at shutdown does not wait for parked items: they are not in flight.
+func TestDrainDoesNotWaitForParkedItems(t *testing.T) {
+	q := boundedQueue(t, 1)
+	q.Add(req("a", "1"))
+	q.Add(req("a", "2"))
+	running, _ := get(t, q)
+	done := make(chan struct{})
+	go func() {
+		for {
+			r, shutdown := q.Get()
+			if shutdown {
+				close(done)
+				return
+			}
+			q.Done(r)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	drained := make(chan struct{})
+	go func() { q.ShutDownWithDrain(); close(drained) }()
+	q.Done(running)
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		t.Fatal("ShutDownWithDrain still waits, for a parked item")
+	}
+	<-done
 }

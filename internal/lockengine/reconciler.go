@@ -89,9 +89,9 @@ type Reconciler struct {
 	WorkloadCache client.Reader
 	// Tracer, when set, sees the moments of each handoff (trace.go); nil in the manager.
 	Tracer Tracer
-	// FirstComeFirstServed serves locks in the order they were woken, not by namespace turns
-	// (the fairness benchmark's comparison).
-	FirstComeFirstServed bool
+	// Queue is how the work queue hands out locks: by namespace turns, each namespace within its
+	// bound (internal/fairqueue).
+	Queue fairqueue.Options
 
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
@@ -230,7 +230,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Namespaces take turns for the workers (fairqueue): one namespace's churn does not starve
 		// another's grants.
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, RateLimiter: passRateLimiter(),
-			NewQueue: fairqueue.NewQueueFor(r.FirstComeFirstServed)}).
+			NewQueue: r.Queue.NewQueue()}).
 		Named("distributedlock").
 		Complete(r)
 }

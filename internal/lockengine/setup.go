@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -68,9 +69,9 @@ type Options struct {
 	Workloads *workloads.Registry
 	// Tracer, when set, sees the moments of each handoff (the benchmark's; nil in the manager).
 	Tracer Tracer
-	// FirstComeFirstServed serves locks in the order they were woken, not by namespace turns
-	// (fairqueue): the fairness benchmark's comparison; false in the manager.
-	FirstComeFirstServed bool
+	// Queue is how the work queue hands out locks (internal/fairqueue): namespaces take turns,
+	// each with at most Queue.MaxPerNamespace locks served at once (0: no bound).
+	Queue fairqueue.Options
 	// Pods reads and watches the cluster's pods (internal/podcache); required.
 	Pods Pods
 }
@@ -101,7 +102,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		Workloads:               o.Workloads,
 		WorkloadCache:           mgr.GetCache(),
 		Tracer:                  o.Tracer,
-		FirstComeFirstServed:    o.FirstComeFirstServed,
+		Queue:                   o.Queue,
 		Keys:                    keyledger.New(mgr.GetAPIReader(), mgr.GetClient(), o.Namespace, lockAlive(mgr.GetClient(), mgr.GetAPIReader())),
 	}
 	// Sessions of edited LockBackends close once the Renewer has moved their holds off them.

@@ -70,6 +70,9 @@ type Metrics struct {
 	// (internal/boundedevents); hot-lock: a busy lock's Normal grant and release events, thinned
 	// so that they do not add writes to every handoff (internal/lockengine/eventthin.go).
 	EventsDropped *prometheus.CounterVec
+	// QueueParked is the requests of each work queue (by name) held back because their namespace
+	// has --namespace-workers passes in flight (internal/fairqueue).
+	QueueParked *prometheus.GaugeVec
 	// state reports, at scrape time, claims by phase and the oldest wait and hold by backend;
 	// nil when New was given no cache.
 	state *stateCollector
@@ -141,6 +144,10 @@ func New(cache InformerSource, opts ...Option) *Metrics {
 			Name: "lockwarden_events_dropped_total",
 			Help: "Kubernetes Events the manager did not write, by reason: queue-full (recorded faster than its write rate allows) or write-failed.",
 		}, []string{"reason"}),
+		QueueParked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockwarden_workqueue_parked",
+			Help: "Requests of a work queue held back because their namespace has --namespace-workers passes in flight, by queue name.",
+		}, []string{"name"}),
 	}
 	if cache != nil {
 		m.state = newStateCollector(cache, o.clock)
@@ -161,7 +168,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // collectors are what Register adds: every collector, and the scrape-time gauges when New was
 // given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.StandbyFailoverSeconds, m.EventsDropped}
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.StandbyFailoverSeconds, m.EventsDropped, m.QueueParked}
 	if m.state != nil {
 		cs = append(cs, m.state)
 	}

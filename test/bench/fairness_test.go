@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,16 +39,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/testutil/lockenv"
 )
 
 var (
-	fairLocks  = flag.Int("fair-locks", 1000, "locks of the noisy namespace")
-	fairClaims = flag.Int("fair-claims", 10, "claims waiting on each lock of the noisy namespace (locks × claims are kept there throughout)")
-	fairGrants = flag.Int("fair-grants", 200, "grants of the quiet namespace to time in each phase")
-	fairBudget = flag.Duration("fair-budget", 90*time.Second, "time the quiet namespace's grants of a phase for at most this long (fewer than -fair-grants if they are slow)")
-	fairBound  = flag.Duration("fair-bound", 5*time.Minute, "after this, a quiet grant not seen Held counts as not working")
-	fairDoc    = flag.String("fair-doc", "", "write the fairness table into this file's fairness block (make bench-fairness: docs/scale.md)")
+	fairLocks        = flag.Int("fair-locks", 1000, "locks of the noisy namespace")
+	fairClaims       = flag.Int("fair-claims", 10, "claims waiting on each lock of the noisy namespace (locks × claims are kept there throughout)")
+	fairGrants       = flag.Int("fair-grants", 200, "grants of the quiet namespace to time in each phase")
+	fairBudget       = flag.Duration("fair-budget", 90*time.Second, "time the quiet namespace's grants of a phase for at most this long (fewer than -fair-grants if they are slow)")
+	fairBound        = flag.Duration("fair-bound", 5*time.Minute, "after this, a quiet grant not seen Held counts as not working")
+	fairDoc          = flag.String("fair-doc", "", "write the fairness table into this file's fairness block (make bench-fairness: docs/scale.md)")
+	fairPerNamespace = flag.String("fair-namespace-workers", "2,4", "after the runs without a bound, one run with turns and each of these bounds on a namespace's passes in flight (--namespace-workers), comma-separated")
 )
 
 // fairPhase is the quiet namespace's grant latency in one phase.
@@ -67,9 +70,10 @@ type fairRun struct {
 // docs/scale.md "Fairness"). A quiet namespace takes uncontended grants one at a time (claim
 // created → seen Held), first with nothing else running (idle), then beside a noisy namespace that
 // keeps fair-locks × fair-claims claims and hands every one of its locks on the moment it is
-// granted (an open loop at the manager's capacity). It runs twice, each time with a fresh manager:
-// with the work queues first come, first served (controller-runtime's default) and with namespaces
-// taking turns (fairqueue, the manager's). A benchmark: it prints figures and asserts none.
+// granted (an open loop at the manager's capacity). It runs three times, each time with a fresh
+// manager: with the work queues first come, first served (controller-runtime's default), with
+// namespaces taking turns (fairqueue), and with turns and each namespace bounded to
+// -fair-namespace-workers passes in flight. A benchmark: it prints figures and asserts none.
 func TestFairness(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	ctx := t.Context()
@@ -85,13 +89,29 @@ func TestFairness(t *testing.T) {
 	fmt.Printf("lockwarden fairness: a quiet namespace's %d grants, idle and beside a noisy namespace of %d locks × %d claims in open-loop churn; %d claim workers\n",
 		*fairGrants, *fairLocks, *fairClaims, *workers)
 	var runs []fairRun
-	for i, mode := range []struct {
-		name string
-		fcfs bool
-	}{{"first come, first served (controller-runtime's default)", true}, {"namespaces take turns (fairqueue)", false}} {
+	type mode struct {
+		name  string
+		queue fairqueue.Options
+	}
+	modes := []mode{
+		{"first come, first served (controller-runtime's default)", fairqueue.Options{FirstComeFirstServed: true}},
+		{"namespaces take turns (fairqueue)", fairqueue.Options{}},
+	}
+	for _, f := range strings.Split(*fairPerNamespace, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			t.Fatalf("-fair-namespace-workers: %q is not a bound of 1 or more", f)
+		}
+		modes = append(modes, mode{fmt.Sprintf("turns, at most %d of a namespace's passes at once (`--namespace-workers=%d`)", n, n),
+			fairqueue.Options{MaxPerNamespace: n}})
+	}
+	for i, mode := range modes {
 		fmt.Printf("queue: %s\n", mode.name)
 		mgr, err := lockenv.StartManager(cfg, lockenv.ManagerOptions{Namespace: systemNS, QPS: float32(*qps), Burst: *burst,
-			Workers: *workers, FirstComeFirstServed: mode.fcfs, Restartable: true})
+			Workers: *workers, Queue: mode.queue, Restartable: true})
 		must(t, err)
 		run := fairRun{queue: mode.name}
 		quiet := fmt.Sprintf("fair-quiet-%d", i)

@@ -50,6 +50,7 @@ import (
 	kubernetesbackend "github.com/lockwarden/lockwarden/internal/backends/kubernetes"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/controller"
+	"github.com/lockwarden/lockwarden/internal/fairqueue"
 	"github.com/lockwarden/lockwarden/internal/lockengine"
 	"github.com/lockwarden/lockwarden/internal/metrics"
 	"github.com/lockwarden/lockwarden/internal/workloads"
@@ -197,9 +198,8 @@ type ManagerOptions struct {
 	// accounts may do (--check-claim-rights=false); by default an account needs the right to
 	// create LockClaims (rbacenv.AllowClaims grants it to a namespace's accounts).
 	SkipClaimRights bool
-	// FirstComeFirstServed hands work out in arrival order, not by namespace turns (the fairness
-	// benchmark's comparison).
-	FirstComeFirstServed bool
+	// Queue is how the work queues hand out work (the fairness benchmark compares them).
+	Queue fairqueue.Options
 	// ControllersStartAfter holds back the start of every controller (not the Renewer, the
 	// session bridge or other runnables) by this long once the manager leads, as on a large
 	// cluster a new leader's controllers wait until their caches have seen every object.
@@ -276,7 +276,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 	}
 	err = controller.Setup(setupMgr, controller.Options{Registry: registry.New(builtin, regOpts...), Metrics: m,
 		ProbeInterval: o.ProbeInterval, MaxConcurrentReconciles: o.Workers, Clock: o.Clock, Namespace: o.Namespace,
-		Workloads: kinds, Tracer: o.Tracer, SkipClaimRights: o.SkipClaimRights, FirstComeFirstServed: o.FirstComeFirstServed})
+		Workloads: kinds, Tracer: o.Tracer, SkipClaimRights: o.SkipClaimRights, Queue: o.Queue})
 	if err != nil {
 		return nil, err
 	}
