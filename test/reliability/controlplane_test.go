@@ -21,7 +21,6 @@ package reliability
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
