@@ -79,13 +79,19 @@ func grantedAt(ns, lock, claim string) func(g Gomega) time.Time {
 var _ = Describe("A holder's local deadline", func() {
 	It("ends a hold whose renewals it cannot see at the claim's last expireTime, while the controller still renews it", func() {
 		ns := newNamespace()
-		newLock(ns, "db") // a lease of 6 s
+		// A lease of 12 s: the controller rewrites expireTime an eighth of a lease (1.5 s) before
+		// it passes, and the hold ends its skew allowance (500 ms) before it, so the rewrite has
+		// 1 s to reach the holder. With the suite's 6 s lease it had 375 ms, which a loaded CI
+		// machine once missed, ending a hold the controller was still renewing.
+		Expect(k8sClient.Create(ctx(), &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: locksv1alpha1.DistributedLockSpec{LeaseDurationSeconds: 12}})).To(Succeed())
 		holder, proxy := cutOffHolder()
 		hold, err := holder.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db"})
 		Expect(err).NotTo(HaveOccurred())
 		ended := endedAt(hold.Context())
-		// Held across several refreshes of its expireTime first: the deadline moves with them.
-		Consistently(hold.Err, 8*time.Second).Should(Succeed())
+		// Held across a refresh of its expireTime first (due 10.5 s after the grant): the deadline
+		// moves with it.
+		Consistently(hold.Err, 13*time.Second).Should(Succeed())
 
 		proxy.Partition(faultproxy.Blackhole)
 		cut := time.Now()
@@ -94,7 +100,7 @@ var _ = Describe("A holder's local deadline", func() {
 		lastExpire := onServer.Status.ExpireTime.Time // what the holder can have seen, at most
 
 		var at time.Time
-		Eventually(ended, 10*time.Second).Should(Receive(&at))
+		Eventually(ended, 15*time.Second).Should(Receive(&at))
 		Expect(hold.Err()).To(MatchError(lockclient.ErrExpired))
 		Expect(hold.Err()).To(MatchError(lockclient.ErrLost))
 		Expect(at).To(BeTemporally(">", cut))
