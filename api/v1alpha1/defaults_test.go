@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -138,5 +139,18 @@ var _ = Describe("A LockClaim without a mode", func() {
 		got := &locksv1alpha1.LockClaim{}
 		Expect(k8sClient.Get(ctx, keyOf(claim), got)).To(Succeed())
 		Expect(got.Spec.Mode).To(Equal(locksv1alpha1.LockModeShared))
+	})
+
+	It("has priority 0, stored (so that the priority column and its immutability see it)", func() {
+		ns := newNamespace()
+		claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Spec: locksv1alpha1.LockClaimSpec{LockName: "db"}}
+		Expect(k8sClient.Create(ctx, claim)).To(Succeed())
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(locksv1alpha1.GroupVersion.WithKind("LockClaim"))
+		Expect(k8sClient.Get(ctx, keyOf(claim), got)).To(Succeed())
+		priority, found, err := unstructured.NestedInt64(got.Object, "spec", "priority")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue(), "spec.priority is defaulted")
+		Expect(priority).To(BeZero())
 	})
 })

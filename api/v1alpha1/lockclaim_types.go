@@ -135,6 +135,17 @@ type LockClaimSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	WaitTimeoutSeconds *int32 `json:"waitTimeoutSeconds,omitempty"`
+
+	// priority places the claim in its lock's queue: a claim of a higher priority is granted
+	// before every waiting claim of a lower one, whenever it arrived; claims of one priority are
+	// granted in the order they arrived. It never ends a hold: a claim waits for the holders
+	// whatever its priority. Shared claims still wait behind an Exclusive claim of their own or a
+	// higher priority that waits before them. Default 0; negative values wait behind the default.
+	// Immutable.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="priority is immutable; create a new LockClaim to wait at another priority"
+	Priority int32 `json:"priority,omitempty"`
 }
 
 // LockMode is how a claim holds a lock: beside other holders, or alone.
@@ -235,6 +246,14 @@ type LockClaimStatus struct {
 	// observedGeneration is the generation of the spec that the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// arrival is the claim's place in time among the claims of its lock: the resourceVersion the
+	// API server gave the claim when the controller first wrote its status, which is its creation's
+	// unless something changed the claim before. Claims of one priority are granted in arrival
+	// order (creationTimestamp has whole seconds). Recorded once, so that a new leader keeps the
+	// order.
+	// +optional
+	Arrival int64 `json:"arrival,omitempty"`
 }
 
 // LockClaim asks for a DistributedLock on behalf of a pod (or of itself, when detached). Claims
@@ -248,6 +267,7 @@ type LockClaimStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Token",type=integer,JSONPath=`.status.fencingToken`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expireTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

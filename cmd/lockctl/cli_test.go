@@ -184,6 +184,8 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"acquire", lerr(lockclient.ErrModeConflict, "pod web-0 already has LockClaim c for lock \"db-migrate\" in mode Shared, not Exclusive"), 4,
 			`lockctl: pod web-0 already has LockClaim c for lock "db-migrate" in mode Shared, not Exclusive; give --mode the claim's mode (the pod's locks.lockwarden.io/lock-mode annotation sets it) or leave --mode out`},
 		{"run", lerr(lockclient.ErrModeConflict, "in mode Shared, not Exclusive"), 122, "lockctl: in mode Shared, not Exclusive; give --mode the claim's mode"},
+		{"acquire", lerr(lockclient.ErrPriorityConflict, "pod web-0 already has LockClaim c for lock \"db-migrate\" at priority 0, not 10"), 4,
+			`lockctl: pod web-0 already has LockClaim c for lock "db-migrate" at priority 0, not 10; give --priority the claim's priority (the pod's locks.lockwarden.io/lock-priority annotation sets it) or leave --priority out`},
 		{"acquire", lerr(lockclient.ErrLockBusy, `lock "db-migrate" in namespace "team-a" is busy (held by claim web-0-db-migrate-1a2b3c4d5e)`), 5,
 			`lockctl: lock "db-migrate" in namespace "team-a" is busy (held by claim web-0-db-migrate-1a2b3c4d5e); try again later, or see who holds it: lockctl status db-migrate -n team-a`},
 		{"run", lerr(lockclient.ErrLost, "lost lock \"db-migrate\"\nsomething"), 123, `lockctl: lost lock "db-migrate" something; its fencing token is stale; the command was stopped`},

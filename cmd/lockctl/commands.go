@@ -58,6 +58,7 @@ controller's answer (default 30s).`,
 	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
 	f.BoolVar(&o.try, "try", false, "Do not queue: take the lock only if it is granted at once, else exit code 5")
 	modeFlag(cmd, &o.mode)
+	priorityFlag(cmd, &o.priority)
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
@@ -67,6 +68,12 @@ type acquireOptions struct {
 	lock, tokenFile, mode string
 	timeout               time.Duration
 	try                   bool
+	priority              int32
+}
+
+// priorityFlag adds --priority, the claim's spec.priority, to cmd.
+func priorityFlag(cmd *cobra.Command, priority *int32) {
+	cmd.Flags().Int32Var(priority, "priority", 0, "Place in the lock's queue: claims of a higher priority are granted before those of a lower one, whenever they came (it never ends a hold); 0 is the default, negative values wait behind it")
 }
 
 // modeFlag adds --mode, the claim's spec.mode, to cmd.
@@ -116,7 +123,7 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Timeout: o.timeout})
+	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,8 @@ func exitCode(cmd string, err error) int {
 		return exitTimedOut
 	case errors.Is(err, lockclient.ErrLockNotFound), errors.Is(err, lockclient.ErrPodNotFound),
 		errors.Is(err, lockclient.ErrForbidden), errors.Is(err, lockclient.ErrBackendNotFound), errors.Is(err, lockclient.ErrKeyConflict),
-		errors.Is(err, lockclient.ErrClaimNotFound), errors.Is(err, lockclient.ErrClaimEnded), errors.Is(err, lockclient.ErrModeConflict):
+		errors.Is(err, lockclient.ErrClaimNotFound), errors.Is(err, lockclient.ErrClaimEnded), errors.Is(err, lockclient.ErrModeConflict),
+		errors.Is(err, lockclient.ErrPriorityConflict):
 		return exitClaimFailed
 	}
 	return exitError
@@ -219,6 +220,8 @@ func errorLine(prog, cmd string, err error) string {
 		hint = fmt.Sprintf("run %s again to queue a new claim", prog)
 	case errors.Is(err, lockclient.ErrModeConflict):
 		hint = "give --mode the claim's mode (the pod's locks.lockwarden.io/lock-mode annotation sets it) or leave --mode out"
+	case errors.Is(err, lockclient.ErrPriorityConflict):
+		hint = "give --priority the claim's priority (the pod's locks.lockwarden.io/lock-priority annotation sets it) or leave --priority out"
 	}
 	var cmdErr *commandError
 	switch {

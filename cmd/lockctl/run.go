@@ -94,6 +94,7 @@ one line starting with "lockctl:" on stderr.`,
 	f.BoolVar(&o.try, "try", false, "Do not queue: run the command only if the lock is granted at once, else exit code 121")
 	f.DurationVar(&o.clockSkew, "clock-skew", lockclient.DefaultClockSkew, "How far this machine's clock may run behind the controller's: when no renewal is seen (the API server out of reach), the command is stopped this long before the claim's last expireTime (at most a sixteenth of the lease)")
 	modeFlag(cmd, &o.mode)
+	priorityFlag(cmd, &o.priority)
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
 }
@@ -104,6 +105,7 @@ type runOptions struct {
 	timeout, grace, heartbeat time.Duration
 	clockSkew                 time.Duration
 	try                       bool
+	priority                  int32
 }
 
 // defaultHeartbeat is --heartbeat's default: long enough that a busy laptop or a slow API server
@@ -149,7 +151,7 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Timeout: o.timeout}
+	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout}
 	if pod == nil {
 		req.Heartbeat = o.heartbeat
 	}

@@ -135,6 +135,9 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 	fmt.Fprintf(w, "Queue:       %d waiting%s\n", len(s.Queue), standingBy(s.Queue))
 	for _, q := range s.Queue {
 		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)", q.Position, holderName(q.Claim, q.Pod, q.Object), q.Mode, since(now, q.Created), q.Reason)
+		if q.Priority != 0 {
+			fmt.Fprintf(w, ", priority %d", q.Priority)
+		}
 		switch q.Wait {
 		case locksv1alpha1.PodLockWaitStandby:
 			fmt.Fprint(w, ", standing by (running)")

@@ -76,6 +76,25 @@ Queue:       3 waiting
 `,
 		},
 		{
+			name: "a hotfix migration of a higher priority, first in line although it came last",
+			status: lockclient.LockStatus{Namespace: "team-a", Lock: "db", Backend: "kubernetes", Ready: true, MaxHolders: 1,
+				LastFencingToken: 7,
+				Holders:          []lockclient.HolderStatus{holderAt("deploy-1", "", exclusive, 7, 5*time.Second)},
+				Queue: []lockclient.QueuedClaim{
+					{Position: 1, Claim: "hotfix", Mode: exclusive, Priority: 100, Created: statusNow, Reason: "Queued"},
+					{Position: 2, Claim: "deploy-2", Mode: exclusive, Created: statusNow.Add(-time.Minute), Reason: "Queued"},
+				}},
+			want: `Lock:        team-a/db
+Backend:     kubernetes (ready)
+Places:      1 (a mutex), held
+Holders:     1 (last token 7)
+  1. claim deploy-1 (detached), Exclusive, token 7, acquired 2026-12-01T05:59:55Z (5s ago), expires 2026-12-01T06:00:25Z (in 25s)
+Queue:       2 waiting
+  1. claim hotfix (detached), Exclusive, waiting 0s (Queued), priority 100
+  2. claim deploy-2 (detached), Exclusive, waiting 1m (Queued)
+`,
+		},
+		{
 			name: "a writer holding a read/write lock",
 			status: lockclient.LockStatus{Namespace: "team-a", Lock: "reports", Backend: "kubernetes", Ready: true, MaxHolders: 10,
 				LastFencingToken: 13, Holders: []lockclient.HolderStatus{holderAt("migrate-reports-9f", "migrate", exclusive, 13, time.Minute)},

@@ -17,7 +17,6 @@ limitations under the License.
 package lockengine
 
 import (
-	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -442,7 +441,7 @@ func unusableReason(u *registry.UnusableError) string {
 	return locksv1alpha1.ReasonBackendUnavailable
 }
 
-// fifo orders the waiting claims of one lock: creation time, then name.
+// fifo orders the waiting claims of one lock: by priority, then by arrival (queueOrder).
 func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
 	out := slices.Clone(claims)
 	slices.SortStableFunc(out, queueOrder)
@@ -631,12 +630,19 @@ func isFinal(p locksv1alpha1.ClaimPhase) bool {
 // released it).
 func isHeld(c *locksv1alpha1.LockClaim) bool { return c.Status.Phase == locksv1alpha1.ClaimHeld }
 
-// queueOrder is FIFO: creation time, then name.
-func queueOrder(a, b *locksv1alpha1.LockClaim) int {
-	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
+// queueOrder orders a lock's claims: by priority, then by arrival (locksv1alpha1.QueueOrder).
+func queueOrder(a, b *locksv1alpha1.LockClaim) int { return locksv1alpha1.QueueOrder(a, b) }
+
+// stampArrival records a claim's arrival in the status a pass is about to write, if this is the
+// claim's first status write: the resourceVersion of the claim as read (before), on which the
+// write is preconditioned. A claim whose status an earlier version wrote gets none (queueOrder).
+func stampArrival(before, c *locksv1alpha1.LockClaim) {
+	if c.Status.Arrival != 0 || before.Status.Arrival != 0 || before.Status.Phase != "" {
+		return
 	}
-	return cmp.Compare(a.Name, b.Name)
+	if rv, ok := locksv1alpha1.ResourceVersionNumber(before.ResourceVersion); ok {
+		c.Status.Arrival = rv
+	}
 }
 
 // setClaimConditions sets Acquired and Ready. Acquired is True exactly while held.

@@ -17,6 +17,7 @@ limitations under the License.
 package lockengine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,19 +317,87 @@ func TestAppearPriority(t *testing.T) {
 
 func TestFIFO(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
-	claim := func(name string, created time.Time) *locksv1alpha1.LockClaim {
-		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	type spec struct {
+		name     string
+		priority int32
+		rv       string    // resourceVersion as read
+		arrival  int64     // status.arrival
+		phase    string    // status.phase ("" before the first status write)
+		created  time.Time // creationTimestamp
 	}
-	got := fifo([]*locksv1alpha1.LockClaim{claim("late", t0.Add(2*time.Second)), claim("b", t0.Add(time.Second)), claim("a", t0.Add(time.Second)), claim("first", t0)})
-	var names []string
-	for _, c := range got {
-		names = append(names, c.Name)
+	claim := func(s spec) *locksv1alpha1.LockClaim {
+		return &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: s.name, ResourceVersion: s.rv, CreationTimestamp: metav1.NewTime(s.created)},
+			Spec:   locksv1alpha1.LockClaimSpec{Priority: s.priority},
+			Status: locksv1alpha1.LockClaimStatus{Arrival: s.arrival, Phase: locksv1alpha1.ClaimPhase(s.phase)}}
 	}
-	want := []string{"first", "a", "b", "late"} // same second: the name decides
-	for i := range want {
-		if names[i] != want[i] {
-			t.Fatalf("fifo = %v, want %v", names, want)
-		}
+	for _, tc := range []struct {
+		name   string
+		claims []spec
+		want   []string
+	}{
+		{"arrival, not the name, within one second (s6 came 30 ms after x0)", []spec{
+			{name: "s6", arrival: 120, phase: "Pending", created: t0}, {name: "x0", arrival: 110, phase: "Pending", created: t0},
+		}, []string{"x0", "s6"}},
+		{"a claim not yet written is placed by the resourceVersion it has", []spec{
+			{name: "new", rv: "130", created: t0}, {name: "older", arrival: 125, phase: "Pending", created: t0.Add(time.Second)},
+			{name: "newest", rv: "140", created: t0},
+		}, []string{"older", "new", "newest"}},
+		{"a higher priority goes first, whenever it came; a negative one last", []spec{
+			{name: "a", arrival: 100, phase: "Pending"}, {name: "low", priority: -1, arrival: 90, phase: "Pending"},
+			{name: "hotfix", priority: 10, rv: "900"}, {name: "b", arrival: 200, phase: "Pending"},
+		}, []string{"hotfix", "a", "b", "low"}},
+		{"claims an earlier version wrote come first among their priority, by creation time then name", []spec{
+			{name: "stamped", arrival: 5, phase: "Pending", created: t0.Add(-time.Hour)},
+			{name: "old-b", phase: "Pending", rv: "7000", created: t0}, {name: "old-a", phase: "Pending", rv: "9000", created: t0},
+			{name: "old-first", phase: "Pending", rv: "9500", created: t0.Add(-time.Second)},
+			{name: "urgent", priority: 1, arrival: 8000, phase: "Pending"},
+		}, []string{"urgent", "old-first", "old-a", "old-b", "stamped"}},
+		{"equal arrivals (a fake client's): the name decides", []spec{
+			{name: "b", rv: "x"}, {name: "a", rv: "x"},
+		}, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var claims []*locksv1alpha1.LockClaim
+			for _, s := range tc.claims {
+				claims = append(claims, claim(s))
+			}
+			var names []string
+			for _, c := range fifo(claims) {
+				names = append(names, c.Name)
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("fifo = %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
+
+// A claim's arrival is recorded at its first status write, from the resourceVersion it was read
+// at, and never again: not on a claim that has one, nor on one an earlier version wrote.
+func TestStampArrival(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rv      string
+		arrival int64
+		phase   locksv1alpha1.ClaimPhase
+		want    int64
+	}{
+		{"first write", "420", 0, "", 420},
+		{"already recorded", "999", 420, locksv1alpha1.ClaimPending, 420},
+		{"recorded by a write that set no phase (a holder pod's UID)", "999", 420, "", 420},
+		{"written by an earlier version", "999", 0, locksv1alpha1.ClaimPending, 0},
+		{"no number to record", "", 0, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: tc.rv},
+				Status: locksv1alpha1.LockClaimStatus{Arrival: tc.arrival, Phase: tc.phase}}
+			c := before.DeepCopy()
+			markWaiting(c, 1, true, locksv1alpha1.ReasonQueued, "queued")
+			stampArrival(before, c)
+			if c.Status.Arrival != tc.want {
+				t.Fatalf("arrival %d, want %d", c.Status.Arrival, tc.want)
+			}
+		})
 	}
 }
 

@@ -36,6 +36,7 @@ func sameClaimStatus(a, b *locksv1alpha1.LockClaimStatus) bool {
 		a.LeaseDurationSeconds == b.LeaseDurationSeconds &&
 		a.QueuePosition == b.QueuePosition &&
 		a.ObservedGeneration == b.ObservedGeneration &&
+		a.Arrival == b.Arrival &&
 		sameMicroTime(a.AcquireTime, b.AcquireTime) &&
 		sameMicroTime(a.RenewTime, b.RenewTime) &&
 		sameMicroTime(a.ExpireTime, b.ExpireTime) &&

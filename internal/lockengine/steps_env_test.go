@@ -80,7 +80,8 @@ func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
 	}
 	builder := fakeclient.NewClientBuilder().WithScheme(scheme).
 		WithStatusSubresource(&locksv1alpha1.DistributedLock{}, &locksv1alpha1.LockClaim{}, &locksv1alpha1.LockBackend{}, &corev1.Pod{}, &corev1.Node{}).
-		WithInterceptorFuncs(funcs)
+		WithInterceptorFuncs(funcs).
+		WithGlobalResourceVersionCounter() // one counter for every object, as etcd's revision: the queue order reads it
 	for _, ix := range fieldIndexes {
 		builder = builder.WithIndex(ix.obj, ix.field, ix.extract)
 	}

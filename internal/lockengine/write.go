@@ -214,6 +214,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	if s.vanished[c.UID] || sameClaimStatus(&before.Status, &c.Status) {
 		return nil
 	}
+	stampArrival(before, c)
 	if err := r.Guard.Check(); err != nil {
 		return err
 	}

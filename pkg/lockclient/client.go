@@ -137,6 +137,12 @@ type Request struct {
 	// alone. A pod's claim that already exists keeps its mode: asking for another one is an
 	// error, since a claim's mode cannot change.
 	Mode locksv1alpha1.LockMode
+	// Priority places the claim in the lock's queue (spec.priority): claims of a higher priority
+	// are granted before those of a lower one, whenever they came; it never ends a hold. 0, the
+	// default, also accepts a pod's existing claim at whatever priority it has (its
+	// lock-priority annotation may have set one); another value that differs from the existing
+	// claim's is an error, since a claim's priority cannot change.
+	Priority int32
 	// Timeout bounds the wait (0 waits forever). It is also written to the claim as
 	// spec.waitTimeoutSeconds, rounded up, so that the lock is never granted to a claim whose
 	// caller has given up.
@@ -333,6 +339,11 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 					Detail: fmt.Sprintf("pod %s already has LockClaim %s for lock %q in mode %s, not %s, and a claim's mode cannot change",
 						pod.Name, name, req.Lock, claimMode(existing), req.Mode)}
 			}
+			if req.Priority != 0 && existing.Spec.Priority != req.Priority {
+				return nil, false, &Error{Kind: ErrPriorityConflict, Namespace: req.Namespace, Lock: req.Lock, Claim: name,
+					Detail: fmt.Sprintf("pod %s already has LockClaim %s for lock %q at priority %d, not %d, and a claim's priority cannot change",
+						pod.Name, name, req.Lock, existing.Spec.Priority, req.Priority)}
+			}
 			return existing, true, nil
 		case err == nil:
 			// An ended claim (a previous attempt timed out, or its hold was lost): replace it.
@@ -364,7 +375,7 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 func newClaim(req Request) *locksv1alpha1.LockClaim {
 	claim := &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
-		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode},
+		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode, Priority: req.Priority},
 	}
 	if req.Timeout > 0 {
 		secs := math.Ceil(req.Timeout.Seconds())

@@ -58,6 +58,10 @@ var (
 	// Request.Mode (its lock-mode annotation, or an earlier call, made it), and a claim's mode
 	// cannot change.
 	ErrModeConflict = errors.New("claim exists in another mode")
+	// ErrPriorityConflict: the pod already has a claim for the lock at another priority than
+	// Request.Priority (its lock-priority annotation, or an earlier call, made it), and a claim's
+	// priority cannot change.
+	ErrPriorityConflict = errors.New("claim exists at another priority")
 )
 
 // Error describes a failure about one lock or claim. Kind is one of the sentinels above.

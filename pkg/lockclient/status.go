@@ -92,8 +92,10 @@ type QueuedClaim struct {
 	Object string `json:"object,omitempty"`
 	// Mode is how the claim will hold the lock: the mode it asks for, or Exclusive on a lock of
 	// one place.
-	Mode    locksv1alpha1.LockMode `json:"mode"`
-	Created time.Time              `json:"created"`
+	Mode locksv1alpha1.LockMode `json:"mode"`
+	// Priority is the claim's spec.priority: claims of a higher one are granted first.
+	Priority int32     `json:"priority"`
+	Created  time.Time `json:"created"`
 	// Reason is the claim's Acquired reason (Queued, Contended, PodNotFound, ...).
 	Reason string `json:"reason,omitempty"`
 	// Wait is how the claim's pod waits, for a pod that asks for the lock by annotation:
@@ -242,14 +244,10 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		}
 		waiting = append(waiting, cl)
 	}
-	slices.SortFunc(waiting, func(a, b *locksv1alpha1.LockClaim) int {
-		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(waiting, locksv1alpha1.QueueOrder) // the controller's order
 	for i, cl := range waiting {
-		q := QueuedClaim{Position: i + 1, Claim: cl.Name, Mode: claimMode(cl), Created: cl.CreationTimestamp.Time, Reason: acquiredReason(cl)}
+		q := QueuedClaim{Position: i + 1, Claim: cl.Name, Mode: claimMode(cl), Priority: cl.Spec.Priority, Created: cl.CreationTimestamp.Time,
+			Reason: acquiredReason(cl)}
 		if places == 1 {
 			q.Mode = locksv1alpha1.LockModeExclusive
 		}
