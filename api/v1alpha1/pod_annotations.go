@@ -37,6 +37,13 @@ const (
 	// or waits in its claim's mode, and a Warning event LockModeChanged on the pod says so. To
 	// hold in another mode, the pod is replaced (a new pod makes a new claim).
 	PodLockModeAnnotation = "locks.lockwarden.io/lock-mode"
+	// LockPriorityAnnotation, beside PodLockAnnotation on a pod or a workload object, is the
+	// claim's spec.priority (a whole number; absent means 0). The pod's own spec.priority (its
+	// PriorityClass) is not used: it says what the scheduler may preempt and is given by cluster
+	// admins for that, not a place in a lock's queue. A value that is not a 32-bit whole number
+	// gets no claim and a Warning event InvalidLockPriorityAnnotation. Immutable like the mode: a
+	// value changed after the claim exists changes nothing.
+	LockPriorityAnnotation = "locks.lockwarden.io/lock-priority"
 	// PodSchedulingGate, with PodLockAnnotation, keeps the pod unscheduled until its claim holds
 	// the lock. The controller removes it in the same write that adds the token annotation.
 	PodSchedulingGate = "locks.lockwarden.io/lock"

@@ -18,6 +18,7 @@ package controller_test
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -86,6 +87,53 @@ var _ = Describe("Granting in FIFO order", func() {
 			g.Expect(k8sClient.Get(ctx(), key(lock), l)).To(Succeed())
 			g.Expect(l.Status.Holders).To(BeEmpty())
 		}).Should(Succeed())
+	})
+
+	It("grants claims made within one second in the order they arrived, not by name", func() {
+		ns := newNamespace()
+		lock := newLock(ns, "db")
+		newClaim(ns, "holder", lock.Name, "")
+		Eventually(phaseOf(ns, "holder")).Should(Equal(held))
+		// Named against their order, created within a second: the name would put them backwards.
+		names := []string{"w-3", "w-2", "w-1"}
+		for _, name := range names {
+			newClaim(ns, name, lock.Name, "")
+		}
+		var lastArrival int64
+		for _, name := range names {
+			Eventually(func(g Gomega) int64 { return claimOf(ns, name)(g).Status.Arrival }).ShouldNot(BeZero(), "arrival recorded at the first status write")
+			arrival := claimOf(ns, name)(Default).Status.Arrival
+			Expect(arrival).To(BeNumerically(">", lastArrival), "%s arrived after the claims created before it", name)
+			lastArrival = arrival
+		}
+		deleteNow(claimOf(ns, "holder")(Default))
+		for _, name := range names {
+			Eventually(phaseOf(ns, name)).Should(Equal(held), "%s is next", name)
+			for _, later := range names[slices.Index(names, name)+1:] {
+				Expect(phaseOf(ns, later)()).To(Equal(pending))
+			}
+			deleteNow(claimOf(ns, name)(Default))
+		}
+	})
+
+	It("grants a claim of a higher priority before those that waited longer, and never ends a hold for it", func() {
+		ns := newNamespace()
+		lock := newLock(ns, "db")
+		newClaim(ns, "deploy-1", lock.Name, "")
+		Eventually(phaseOf(ns, "deploy-1")).Should(Equal(held))
+		newClaim(ns, "deploy-2", lock.Name, "")
+		newClaim(ns, "cleanup", lock.Name, "", func(c *locksv1alpha1.LockClaim) { c.Spec.Priority = -1 })
+		Eventually(phaseOf(ns, "deploy-2")).Should(Equal(pending))
+		newClaim(ns, "hotfix", lock.Name, "", func(c *locksv1alpha1.LockClaim) { c.Spec.Priority = 100 })
+		Eventually(func(g Gomega) int32 { return claimOf(ns, "hotfix")(g).Status.QueuePosition }).Should(Equal(int32(1)),
+			"first in line as soon as it is queued")
+		Consistently(phaseOf(ns, "deploy-1"), "1s").Should(Equal(held), "no preemption")
+
+		for _, next := range []string{"hotfix", "deploy-2", "cleanup"} {
+			current := claimOf(ns, map[string]string{"hotfix": "deploy-1", "deploy-2": "hotfix", "cleanup": "deploy-2"}[next])(Default)
+			deleteNow(current)
+			Eventually(phaseOf(ns, next)).Should(Equal(held), "%s is next", next)
+		}
 	})
 
 	It("reports the lock's backend as ready on the lock", func() {

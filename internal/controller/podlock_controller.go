@@ -23,8 +23,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -337,6 +339,12 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 			pod.Annotations[locksv1alpha1.PodLockModeAnnotation], locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, locksv1alpha1.LockModeShared)
 		return nil, nil
 	}
+	priority, ok := annotatedPriority(pod.Annotations)
+	if !ok {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockPriorityAnnotation", "WaitForLock", "%s",
+			invalidPriorityMessage(pod.Annotations))
+		return nil, nil
+	}
 	controller := true
 	claim := &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -346,7 +354,7 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 				Controller: &controller}},
 		},
-		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Mode: mode, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
+		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Mode: mode, Priority: priority, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
 	}
 	if err := r.Create(ctx, claim); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -413,6 +421,27 @@ func annotatedMode(annotations map[string]string) (mode locksv1alpha1.LockMode, 
 	}
 	mode = locksv1alpha1.LockMode(value)
 	return mode, mode.IsValid()
+}
+
+// annotatedPriority is the priority a lock-priority annotation asks for (on a pod or a workload
+// object): 0 when the annotation is absent, and ok false when its value is not a 32-bit whole
+// number.
+func annotatedPriority(annotations map[string]string) (priority int32, ok bool) {
+	value, set := annotations[locksv1alpha1.LockPriorityAnnotation]
+	if !set {
+		return 0, true
+	}
+	p, err := strconv.ParseInt(strings.TrimSpace(value), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(p), true
+}
+
+// invalidPriorityMessage says what is wrong with a lock-priority annotation.
+func invalidPriorityMessage(annotations map[string]string) string {
+	return fmt.Sprintf("Annotation %s=%q is not a priority: use a whole number from %d to %d (absent means 0; higher is granted first); no claim was made",
+		locksv1alpha1.LockPriorityAnnotation, annotations[locksv1alpha1.LockPriorityAnnotation], math.MinInt32, math.MaxInt32)
 }
 
 // modeOf is the claim's mode, Shared when the claim predates modes.

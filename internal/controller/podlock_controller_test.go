@@ -316,6 +316,26 @@ var _ = Describe("Pods with a lock-mode annotation", func() {
 		Expect(claimOf(ns, lockclient.ClaimName(p.Name, p.UID, "db"))(Default).Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
 	})
 
+	It("get no claim, and a warning, for a priority that is not a whole number, and their claim's priority once it is", func() {
+		ns := newNamespace()
+		newLock(ns, "db")
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "urgent",
+			Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: "db", locksv1alpha1.LockPriorityAnnotation: "high"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}},
+				SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}}}
+		Expect(k8sClient.Create(ctx(), p)).To(Succeed())
+		Eventually(podEventReasons(ns, "urgent")).Should(ContainElement("InvalidLockPriorityAnnotation"))
+		Consistently(func(g Gomega) []locksv1alpha1.LockClaim {
+			list := &locksv1alpha1.LockClaimList{}
+			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+			return list.Items
+		}, "1s").Should(BeEmpty())
+
+		setPodAnnotation(p, locksv1alpha1.LockPriorityAnnotation, ptr.To("50"))
+		Eventually(podState(ns, "urgent")).Should(MatchRegexp(`^ungated/\d+$`))
+		Expect(claimOf(ns, lockclient.ClaimName(p.Name, p.UID, "db"))(Default).Spec.Priority).To(Equal(int32(50)))
+	})
+
 	It("keep their claim's mode, with a warning, when the annotation changes after the claim exists", func() {
 		ns := newNamespace()
 		newLock(ns, "db", withPlaces(2))

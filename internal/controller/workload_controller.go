@@ -197,7 +197,7 @@ func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructu
 	return claim, nil
 }
 
-// workloadClaimSpec is the claim spec that an object's annotations ask for (mode, wait timeout),
+// workloadClaimSpec is the claim spec that an object's annotations ask for (mode, priority, wait timeout),
 // or the reason of the event that says which annotation cannot make one.
 func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSpec, string) {
 	var spec locksv1alpha1.LockClaimSpec
@@ -206,6 +206,9 @@ func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSp
 		return spec, "InvalidLockModeAnnotation"
 	}
 	spec.Mode = mode
+	if spec.Priority, ok = annotatedPriority(annotations); !ok {
+		return spec, "InvalidLockPriorityAnnotation"
+	}
 	if v, set := annotations[locksv1alpha1.LockWaitTimeoutAnnotation]; set {
 		seconds, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || seconds < 0 {
@@ -219,10 +222,13 @@ func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSp
 
 // invalidAnnotationMessage says what is wrong with the annotation that problem names.
 func invalidAnnotationMessage(problem string, annotations map[string]string) string {
-	if problem == "InvalidLockModeAnnotation" {
+	switch problem {
+	case "InvalidLockModeAnnotation":
 		return fmt.Sprintf("Annotation %s=%q is not a lock mode: use %s or %s (absent means %s); no claim was made",
 			locksv1alpha1.PodLockModeAnnotation, annotations[locksv1alpha1.PodLockModeAnnotation],
 			locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, locksv1alpha1.LockModeShared)
+	case "InvalidLockPriorityAnnotation":
+		return invalidPriorityMessage(annotations)
 	}
 	return fmt.Sprintf("Annotation %s=%q is not a whole number of seconds from 0 up (0: take the lock only if it is free); no claim was made",
 		locksv1alpha1.LockWaitTimeoutAnnotation, annotations[locksv1alpha1.LockWaitTimeoutAnnotation])

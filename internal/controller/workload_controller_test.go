@@ -98,12 +98,14 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 		newClaim(ns, "holder", "db", "")
 		Eventually(phaseOf(ns, "holder")).Should(Equal(held))
 		job := newLockJob(ns, "nightly", "db", true,
-			locksv1alpha1.PodLockModeAnnotation, "Exclusive", locksv1alpha1.LockWaitTimeoutAnnotation, "0")
+			locksv1alpha1.PodLockModeAnnotation, "Exclusive", locksv1alpha1.LockWaitTimeoutAnnotation, "0",
+			locksv1alpha1.LockPriorityAnnotation, "-5")
 		name := locksv1alpha1.WorkloadClaimName("nightly", job.UID, "db")
 		Eventually(phaseOf(ns, name)).Should(Equal(locksv1alpha1.ClaimTimedOut))
 		claim := claimOf(ns, name)(Default)
 		Expect(claim.Spec.Mode).To(Equal(locksv1alpha1.LockModeExclusive))
 		Expect(claim.Spec.WaitTimeoutSeconds).To(Equal(ptr.To[int32](0)))
+		Expect(claim.Spec.Priority).To(Equal(int32(-5)))
 		Eventually(jobEvents(ns, "nightly")).Should(ContainElement("LockNotAcquired: LockClaim " + name +
 			" for lock db ended with phase TimedOut (WaitTimedOut): the Job stays suspended and is not queued again; delete it, or create a new one to queue again"))
 		Consistently(jobState(ns, "nightly")).WithTimeout(time.Second).Should(Equal("suspended/"))
@@ -114,16 +116,19 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 		newLockJob(ns, "bad-mode", "db", true, locksv1alpha1.PodLockModeAnnotation, "Sometimes")
 		newLockJob(ns, "bad-timeout", "db", true, locksv1alpha1.LockWaitTimeoutAnnotation, "-1")
 		newLockJob(ns, "bad-lock", "Not_A_Lock", true)
+		newLockJob(ns, "bad-priority", "db", true, locksv1alpha1.LockPriorityAnnotation, "high")
 		Eventually(jobEvents(ns, "bad-mode")).Should(ContainElement(
 			`InvalidLockModeAnnotation: Annotation locks.lockwarden.io/lock-mode="Sometimes" is not a lock mode: use Shared or Exclusive (absent means Shared); no claim was made`))
 		Eventually(jobEvents(ns, "bad-timeout")).Should(ContainElement(
 			`InvalidLockWaitTimeoutAnnotation: Annotation locks.lockwarden.io/lock-wait-timeout-seconds="-1" is not a whole number of seconds from 0 up (0: take the lock only if it is free); no claim was made`))
+		Eventually(jobEvents(ns, "bad-priority")).Should(ContainElement(
+			`InvalidLockPriorityAnnotation: Annotation locks.lockwarden.io/lock-priority="high" is not a priority: use a whole number from -2147483648 to 2147483647 (absent means 0; higher is granted first); no claim was made`))
 		Eventually(jobEvents(ns, "bad-lock")).Should(ContainElement(HavePrefix(
 			`InvalidLockAnnotation: Annotation locks.lockwarden.io/lock="Not_A_Lock" is not a DistributedLock name: `)))
 		claims := &locksv1alpha1.LockClaimList{}
 		Expect(k8sClient.List(ctx(), claims, client.InNamespace(ns))).To(Succeed())
 		Expect(claims.Items).To(BeEmpty())
-		for _, name := range []string{"bad-mode", "bad-timeout", "bad-lock"} {
+		for _, name := range []string{"bad-mode", "bad-timeout", "bad-lock", "bad-priority"} {
 			Expect(jobState(ns, name)(Default)).To(Equal("suspended/"))
 		}
 	})

@@ -123,4 +123,21 @@ var _ = Describe("Request.Mode", func() {
 		}
 		Expect(claimsOf(ns)(Default)).To(HaveLen(1))
 	})
+
+	It("asks for a priority, and refuses another one than that of a pod's existing claim", func() {
+		ns := newNamespace()
+		newSharedLock(ns, "db", 1)
+		p := newPod(ns, "hotfix")
+		held, err := locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(p), Priority: 10})
+		Expect(err).NotTo(HaveOccurred())
+		claim := &locksv1alpha1.LockClaim{}
+		Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: held.Claim}, claim)).To(Succeed())
+		Expect(claim.Spec.Priority).To(Equal(int32(10)))
+		_, err = locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(p), Priority: 3})
+		Expect(err).To(MatchError(lockclient.ErrPriorityConflict))
+		Expect(err.Error()).To(Equal(`pod hotfix already has LockClaim ` + held.Claim + ` for lock "db" at priority 10, not 3, and a claim's priority cannot change`))
+		again, err := locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(p)})
+		Expect(err).NotTo(HaveOccurred(), "0 takes the claim as it is")
+		Expect(again.Reattached).To(BeTrue())
+	})
 })
