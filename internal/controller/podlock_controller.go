@@ -188,6 +188,11 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 			"Annotation %s is %s, but LockClaim %s was made with mode %s, which cannot change: the pod holds or waits for lock %s in mode %s; replace the pod to hold the lock in another mode",
 			locksv1alpha1.PodLockModeAnnotation, annotated, claim.Name, modeOf(claim), lockName, modeOf(claim))
 	}
+	if annotated, changed := priorityChanged(pod, claim); changed {
+		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockPriorityChanged", "WaitForLock",
+			"Annotation %s is %s, but LockClaim %s was made with priority %d, which cannot change: the pod holds or waits for lock %s at priority %d; replace the pod to wait at another priority",
+			locksv1alpha1.LockPriorityAnnotation, annotated, claim.Name, claim.Spec.Priority, lockName, claim.Spec.Priority)
+	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld, locksv1alpha1.ClaimPending, "":
 		lock, err := r.cachedLock(ctx, pod.Namespace, lockName)
@@ -462,6 +467,19 @@ func modeChanged(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (annotated str
 		mode, annotated = locksv1alpha1.LockModeShared, "absent (Shared)"
 	}
 	return annotated, !ok || mode != modeOf(claim)
+}
+
+// priorityChanged says whether the pod's lock-priority annotation no longer asks for its existing
+// claim's priority, and describes the annotation for a message: its quoted value, or that it is
+// absent.
+func priorityChanged(pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (annotated string, changed bool) {
+	priority, ok := annotatedPriority(pod.Annotations)
+	value, set := pod.Annotations[locksv1alpha1.LockPriorityAnnotation]
+	annotated = strconv.Quote(value)
+	if !set {
+		annotated = "absent (0)"
+	}
+	return annotated, !ok || priority != claim.Spec.Priority
 }
 
 // reportWaiting repeats on the pod why its claim waits when that is a mistake to fix (a missing

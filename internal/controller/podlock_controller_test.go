@@ -334,6 +334,11 @@ var _ = Describe("Pods with a lock-mode annotation", func() {
 		setPodAnnotation(p, locksv1alpha1.LockPriorityAnnotation, ptr.To("50"))
 		Eventually(podState(ns, "urgent")).Should(MatchRegexp(`^ungated/\d+$`))
 		Expect(claimOf(ns, lockclient.ClaimName(p.Name, p.UID, "db"))(Default).Spec.Priority).To(Equal(int32(50)))
+
+		// Once the claim exists its priority stays, and a changed annotation is said to change nothing.
+		setPodAnnotation(p, locksv1alpha1.LockPriorityAnnotation, ptr.To("7"))
+		Eventually(podEventReasons(ns, "urgent")).Should(ContainElement("LockPriorityChanged"))
+		Expect(claimOf(ns, lockclient.ClaimName(p.Name, p.UID, "db"))(Default).Spec.Priority).To(Equal(int32(50)))
 	})
 
 	It("keep their claim's mode, with a warning, when the annotation changes after the claim exists", func() {
