@@ -146,10 +146,10 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"r0", "r1"}))
 		newClaim(ns, "w", "db", "", exclusive)
 		Eventually(acquired(ns, "w")).Should(Equal("False/Queued"))
-		// A reader after the writer (named to sort after it: creation times have one-second
-		// precision, and claims created in one second queue by name): it must not pass it.
-		newClaim(ns, "x", "db", "")
-		Eventually(acquired(ns, "x")).Should(Equal("False/Queued"))
+		// A reader that arrived after the writer (named to sort before it: the arrival decides, not
+		// the name): it must not pass it.
+		newClaim(ns, "a-reader", "db", "")
+		Eventually(acquired(ns, "a-reader")).Should(Equal("False/Queued"))
 		Consistently(heldClaims(ns, "db"), "2s").Should(Equal([]string{"r0", "r1"}))
 
 		deleteClaim(ns, "r0")
@@ -161,10 +161,27 @@ var _ = DescribeTableSubtree("Shared locks", func(backend func() string) {
 			g.Expect(l.Status.Holders).To(HaveLen(1))
 			g.Expect(l.Status.Holders[0].Mode).To(Equal(locksv1alpha1.LockModeExclusive))
 		}).Should(Succeed())
-		Consistently(phaseOf(ns, "x"), "1s").Should(Equal(pending))
+		Consistently(phaseOf(ns, "a-reader"), "1s").Should(Equal(pending))
 
 		deleteClaim(ns, "w")
-		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"x"}))
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"a-reader"}))
+	})
+
+	It("lets a reader of a higher priority pass a waiting writer of a lower one, and no reader of the same", func() {
+		newSharedLock(5)
+		newClaim(ns, "r0", "db", "")
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"r0"}))
+		newClaim(ns, "w", "db", "", exclusive)
+		Eventually(acquired(ns, "w")).Should(Equal("False/Queued"))
+		newClaim(ns, "same", "db", "")
+		newClaim(ns, "urgent", "db", "", func(c *locksv1alpha1.LockClaim) { c.Spec.Priority = 5 })
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"r0", "urgent"}), "the urgent reader takes a place beside r0")
+		Consistently(phaseOf(ns, "same"), "1s").Should(Equal(pending), "a reader of the writer's priority waits behind it")
+		deleteClaim(ns, "r0")
+		deleteClaim(ns, "urgent")
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"w"}))
+		deleteClaim(ns, "w")
+		Eventually(heldClaims(ns, "db")).Should(Equal([]string{"same"}))
 	})
 
 	It("takes a lowered maxHolders into account as holders leave, never taking a place away", func() {
