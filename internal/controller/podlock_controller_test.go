@@ -304,11 +304,7 @@ var _ = Describe("Pods with a lock-mode annotation", func() {
 		newLock(ns, "db", withPlaces(2))
 		p := newModePod(ns, "typo", "db", ptr.To("exclusive"))
 		Eventually(podEventReasons(ns, "typo")).Should(ContainElement("InvalidLockModeAnnotation"))
-		Consistently(func(g Gomega) []locksv1alpha1.LockClaim {
-			list := &locksv1alpha1.LockClaimList{}
-			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
-			return list.Items
-		}, "1s").Should(BeEmpty())
+		Consistently(claimsIn(ns), "1s").Should(BeEmpty())
 		Expect(podState(ns, "typo")(Default)).To(Equal("gated/"))
 
 		setPodAnnotation(p, locksv1alpha1.PodLockModeAnnotation, ptr.To("Exclusive"))
@@ -325,11 +321,7 @@ var _ = Describe("Pods with a lock-mode annotation", func() {
 				SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}}}
 		Expect(k8sClient.Create(ctx(), p)).To(Succeed())
 		Eventually(podEventReasons(ns, "urgent")).Should(ContainElement("InvalidLockPriorityAnnotation"))
-		Consistently(func(g Gomega) []locksv1alpha1.LockClaim {
-			list := &locksv1alpha1.LockClaimList{}
-			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
-			return list.Items
-		}, "1s").Should(BeEmpty())
+		Consistently(claimsIn(ns), "1s").Should(BeEmpty())
 
 		setPodAnnotation(p, locksv1alpha1.LockPriorityAnnotation, ptr.To("50"))
 		Eventually(podState(ns, "urgent")).Should(MatchRegexp(`^ungated/\d+$`))
