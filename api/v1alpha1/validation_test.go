@@ -79,8 +79,9 @@ func causesOf(want ...string) []string {
 // the value is not; on 1.37 and later every part is compared.
 var valuesByType bool
 
-// invalidValue is the value part of a field error: a quoted value or none (an object's rule).
-var invalidValue = regexp.MustCompile(`Invalid value: (?:"(?:[^"\\]|\\.)*": )?`)
+// invalidValue is the value part of a field error: a quoted value, a number (an integer field's)
+// or none (an object's rule).
+var invalidValue = regexp.MustCompile(`Invalid value: (?:"(?:[^"\\]|\\.)*": |-?[0-9]+: )?`)
 
 func canonical(cause string) string {
 	if !valuesByType {
