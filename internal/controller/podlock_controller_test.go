@@ -19,6 +19,7 @@ package controller_test
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -141,15 +142,30 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Expect(p0.Annotations[locksv1alpha1.PodHolderAnnotation]).To(Equal(string(pods[0].UID)))
 		Eventually(podEventReasons(ns, "web-0")).Should(ContainElements("ClaimCreated", "LockAcquired"))
 
-		last := claim.Status.FencingToken
-		for i := 1; i < len(pods); i++ {
-			deleteNow(pods[i-1])
-			name := pods[i].Name
-			Eventually(podState(ns, name)).Should(MatchRegexp(`^ungated/\d+$`))
-			token, err := strconv.ParseInt(podState(ns, name)(Default)[len("ungated/"):], 10, 64)
+		// The claims are granted in the order they arrived, which is the order the controller
+		// made them: pods made within a moment of each other are reconciled side by side, so
+		// web-2's claim may come before web-1's. Whichever is next, one pod at a time.
+		last, holder, waiting := claim.Status.FencingToken, pods[0], pods[1:]
+		for len(waiting) > 0 {
+			deleteNow(holder)
+			next := -1
+			Eventually(func(g Gomega) int {
+				next = -1
+				for i, p := range waiting {
+					if strings.HasPrefix(podState(ns, p.Name)(g), "ungated/") {
+						g.Expect(next).To(Equal(-1), "two pods ungated at once")
+						next = i
+					}
+				}
+				return next
+			}).ShouldNot(Equal(-1))
+			state := podState(ns, waiting[next].Name)(Default)
+			Expect(state).To(MatchRegexp(`^ungated/\d+$`))
+			token, err := strconv.ParseInt(state[len("ungated/"):], 10, 64)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(token).To(BeNumerically(">", last))
-			last = token
+			last, holder = token, waiting[next]
+			waiting = append(waiting[:next:next], waiting[next+1:]...)
 		}
 	})
 
