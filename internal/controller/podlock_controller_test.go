@@ -18,6 +18,7 @@ package controller_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +94,31 @@ func podState(ns, name string) func(g Gomega) string {
 	}
 }
 
+// ungatedPods names those of pods that are ungated.
+func ungatedPods(ns string, pods []*corev1.Pod) func(g Gomega) []string {
+	return func(g Gomega) []string {
+		var names []string
+		for _, p := range pods {
+			if strings.HasPrefix(podState(ns, p.Name)(g), "ungated/") {
+				names = append(names, p.Name)
+			}
+		}
+		return names
+	}
+}
+
+// oneUngated waits until one of pods is ungated and returns its index; it fails if two are.
+func oneUngated(ns string, pods []*corev1.Pod) int {
+	GinkgoHelper()
+	var names []string
+	Eventually(func(g Gomega) []string {
+		names = ungatedPods(ns, pods)(g)
+		return names
+	}).ShouldNot(BeEmpty())
+	Expect(names).To(HaveLen(1), "two pods ungated at once")
+	return slices.IndexFunc(pods, func(p *corev1.Pod) bool { return p.Name == names[0] })
+}
+
 // podDeletingNow says whether a pod is being deleted (or is gone).
 func podDeletingNow(ns, name string) func(g Gomega) bool {
 	return func(g Gomega) bool {
@@ -129,36 +155,26 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		for _, name := range []string{"web-0", "web-1", "web-2"} {
 			pods = append(pods, newLockPod(ns, name, "migrate", true))
 		}
-		Eventually(podState(ns, "web-0")).Should(MatchRegexp(`^ungated/\d+$`))
-		Consistently(podState(ns, "web-1")).WithTimeout(time.Second).Should(Equal("gated/"))
-		Expect(podState(ns, "web-2")(Default)).To(Equal("gated/"))
-
-		claim := claimOf(ns, lockclient.ClaimName("web-0", pods[0].UID, "migrate"))(Default)
-		Expect(metav1.IsControlledBy(claim, pods[0])).To(BeTrue(), "the claim is owned by its pod")
-		Expect(claim.Spec.Holder.PodName).To(Equal("web-0"))
-		p0 := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx(), key(pods[0]), p0)).To(Succeed())
-		Expect(p0.Annotations[locksv1alpha1.PodFencingTokenAnnotation]).To(Equal(strconv.FormatInt(claim.Status.FencingToken, 10)))
-		Expect(p0.Annotations[locksv1alpha1.PodHolderAnnotation]).To(Equal(string(pods[0].UID)))
-		Eventually(podEventReasons(ns, "web-0")).Should(ContainElements("ClaimCreated", "LockAcquired"))
-
 		// The claims are granted in the order they arrived, which is the order the controller
 		// made them: pods made within a moment of each other are reconciled side by side, so
-		// web-2's claim may come before web-1's. Whichever is next, one pod at a time.
-		last, holder, waiting := claim.Status.FencingToken, pods[0], pods[1:]
+		// web-1's claim may come before web-0's. Whichever is first, one pod at a time.
+		first := oneUngated(ns, pods)
+		Consistently(ungatedPods(ns, pods)).WithTimeout(time.Second).Should(Equal([]string{pods[first].Name}))
+
+		claim := claimOf(ns, lockclient.ClaimName(pods[first].Name, pods[first].UID, "migrate"))(Default)
+		Expect(metav1.IsControlledBy(claim, pods[first])).To(BeTrue(), "the claim is owned by its pod")
+		Expect(claim.Spec.Holder.PodName).To(Equal(pods[first].Name))
+		p0 := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx(), key(pods[first]), p0)).To(Succeed())
+		Expect(p0.Annotations[locksv1alpha1.PodFencingTokenAnnotation]).To(Equal(strconv.FormatInt(claim.Status.FencingToken, 10)))
+		Expect(p0.Annotations[locksv1alpha1.PodHolderAnnotation]).To(Equal(string(pods[first].UID)))
+		Eventually(podEventReasons(ns, pods[first].Name)).Should(ContainElements("ClaimCreated", "LockAcquired"))
+
+		last, holder := claim.Status.FencingToken, pods[first]
+		waiting := append(pods[:first:first], pods[first+1:]...)
 		for len(waiting) > 0 {
 			deleteNow(holder)
-			next := -1
-			Eventually(func(g Gomega) int {
-				next = -1
-				for i, p := range waiting {
-					if strings.HasPrefix(podState(ns, p.Name)(g), "ungated/") {
-						g.Expect(next).To(Equal(-1), "two pods ungated at once")
-						next = i
-					}
-				}
-				return next
-			}).ShouldNot(Equal(-1))
+			next := oneUngated(ns, waiting)
 			state := podState(ns, waiting[next].Name)(Default)
 			Expect(state).To(MatchRegexp(`^ungated/\d+$`))
 			token, err := strconv.ParseInt(state[len("ungated/"):], 10, 64)
