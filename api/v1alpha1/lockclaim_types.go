@@ -270,8 +270,11 @@ type LockClaimStatus struct {
 	// +optional
 	Arrival int64 `json:"arrival,omitempty"`
 
-	// locks, for a claim with spec.lockNames, are its locks and the fencing token of each hold,
-	// while it holds them all. A resource guarded by several of them checks each token.
+	// locks, for a claim with spec.lockNames, are its locks and the fencing token and expiry of
+	// each hold, while it holds them all (phase Held; status.fencingToken is then unset, and
+	// status.expireTime is the earliest of theirs). A resource guarded by several of them checks
+	// each token. While the claim waits with reason PartialGrant, they are the holds that a grant
+	// which stopped half way left, which the controller is giving back.
 	// +optional
 	// +listType=map
 	// +listMapKey=lockName
@@ -288,6 +291,10 @@ type ClaimLock struct {
 	// fencingToken is the token of the claim's hold on this lock.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// expireTime is when the hold of this lock lapses unless the controller renews it.
+	// +optional
+	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
 }
 
 // LockClaim asks for a DistributedLock on behalf of a pod (or of itself, when detached). Claims
