@@ -42,8 +42,25 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
 	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
 	unreleased := make([]bool, len(recs))
+	aside := make([]bool, len(recs))
 	for _, c := range s.claims {
 		i := recordIndex(recs, c)
+		if i >= 0 && s.whole[c.UID] != nil {
+			switch partFateOf(s.whole[c.UID], s.name.Name, recs[i].FencingToken) {
+			case partEnded:
+				ended[i] = append(ended[i], c)
+				continue
+			case partMarked:
+				markPartial(c, s.name.Name, recs[i].FencingToken)
+				aside[i] = true
+				s.wait = soonest(s.wait, staleRetry)
+				continue
+			case partGivenBack:
+				givenBack(c, s.name.Name)
+				ended[i] = append(ended[i], c)
+				continue
+			}
+		}
 		switch {
 		case i >= 0:
 			end := seams.holderEnding(holderFacts{
@@ -71,6 +88,11 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	var kept []locksv1alpha1.LockHolder
 	for i := range recs {
 		rec := &recs[i]
+		if aside[i] && len(keep[i]) == 0 {
+			// Left by a grant that stopped half way: kept, unrenewed, until the claim lists it.
+			kept = append(kept, *rec)
+			continue
+		}
 		if len(keep[i]) == 0 {
 			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
 				return err

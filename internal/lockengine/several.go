@@ -18,6 +18,7 @@ package lockengine
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -202,4 +203,44 @@ func lineUp(queue []lineSlot, holds []holdSlot, maxHolders int32) (line []int, r
 		}
 	}
 	return line, ready
+}
+
+// markPartial records in waiting several-lock claim c (its part on lock) that lock's record
+// holds an entry for it, with token, that a grant which stopped half way left: the claim's write
+// is what allows the entry's release (partFateOf, partMarked).
+func markPartial(c *locksv1alpha1.LockClaim, lock string, token int64) {
+	entry := locksv1alpha1.ClaimLock{LockName: lock, FencingToken: token}
+	if !partialMarked(c) {
+		c.Status.Locks = nil // a list from an earlier grant
+	}
+	if part := partOf(&c.Status, lock); part != nil {
+		*part = entry
+	} else {
+		c.Status.Locks = append(c.Status.Locks, entry)
+	}
+	markWaiting(c, c.Status.QueuePosition, true, locksv1alpha1.ReasonPartialGrant,
+		"A grant of all this claim's locks stopped half way; the controller gives back the holds it left ("+
+			partialNames(c.Status.Locks)+") and the claim waits for all its locks again")
+}
+
+// givenBack drops lock from the holds waiting several-lock claim c lists as left by a stopped
+// grant, once the pass releases it; with none left the claim is queued as before.
+func givenBack(c *locksv1alpha1.LockClaim, lock string) {
+	c.Status.Locks = slices.DeleteFunc(c.Status.Locks, func(p locksv1alpha1.ClaimLock) bool { return p.LockName == lock })
+	if len(c.Status.Locks) > 0 {
+		markPartial(c, c.Status.Locks[0].LockName, c.Status.Locks[0].FencingToken)
+		return
+	}
+	c.Status.Locks = nil
+	markWaiting(c, c.Status.QueuePosition, true, locksv1alpha1.ReasonQueued,
+		"Waiting for all its locks again: the holds a stopped grant left were given back")
+}
+
+// partialNames lists the locks of parts, for messages.
+func partialNames(parts []locksv1alpha1.ClaimLock) string {
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		names[i] = p.LockName
+	}
+	return strings.Join(names, ", ")
 }
