@@ -81,6 +81,18 @@ var _ = Describe("A claim of several locks", func() {
 		Expect(d.Status.FencingToken).To(BeZero(), "no token of its own: one per lock")
 		Expect(d.Status.ExpireTime.Time).To(BeTemporally(">", time.Now()))
 
+		// Held across two leases (6 s): each lock's pass moves its part's expiry, and the claim's
+		// is the earliest of them.
+		Consistently(func(g Gomega) {
+			c := claimOf(ns, "deploy")(g)
+			g.Expect(c.Status.Phase).To(Equal(held))
+			g.Expect(c.Status.ExpireTime.Time).To(BeTemporally(">", time.Now()))
+			for _, part := range c.Status.Locks {
+				g.Expect(part.ExpireTime.Time).To(BeTemporally(">=", c.Status.ExpireTime.Time))
+			}
+		}, "13s", "250ms").Should(Succeed())
+		d = claimOf(ns, "deploy")(Default)
+
 		deleteNow(d)
 		for _, lock := range []string{"env-a", "env-b"} {
 			Eventually(holderClaimsOf(ns, lock)).Should(BeEmpty(), "deleting the claim releases %s", lock)
