@@ -84,8 +84,8 @@ const (
 	// restarted, a write failed), leaving holds on some of its locks; status.locks lists them
 	// while the controller gives them back, and the claim goes on waiting for all its locks.
 	ReasonPartialGrant = "PartialGrant"
-	// ReasonMixedBackends: the locks of a claim's spec.lockNames are not all on one LockBackend,
-	// or one of them does not exist; the claim waits, Ready=False, until they are.
+	// ReasonMixedBackends: the locks of a claim's spec.lockNames are not all on one LockBackend;
+	// the claim waits, Ready=False, holding none of them. (One that does not exist: LockNotFound.)
 	ReasonMixedBackends = "MixedBackends"
 )
 

@@ -162,7 +162,7 @@ var _ = Describe("A claim of several locks", func() {
 		ns := newNamespace()
 		newLock(ns, "env-a")
 		newSeveralClaim(ns, "deploy", "env-a", "env-missing")
-		Eventually(acquired(ns, "deploy")).Should(Equal("False/MixedBackends"))
+		Eventually(acquired(ns, "deploy")).Should(Equal("False/LockNotFound"))
 		Expect(holderClaimsOf(ns, "env-a")(Default)).To(BeEmpty())
 		newLock(ns, "env-missing")
 		Eventually(phaseOf(ns, "deploy")).Should(Equal(held))

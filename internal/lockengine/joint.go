@@ -123,7 +123,7 @@ func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alp
 		nn := types.NamespacedName{Namespace: s.name.Namespace, Name: name}
 		unlock, ok := r.passes.tryLock(nn)
 		if !ok {
-			waitForLocks(c, fmt.Sprintf("DistributedLock %s is being served; the grant is tried again", name))
+			// A moment's wait, not news: the claim's status stays as it is.
 			s.wait = soonest(s.wait, jointBusyRetry)
 			return nil
 		}
@@ -134,15 +134,18 @@ func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alp
 		}
 		if o == nil {
 			s.wait = soonest(s.wait, staleRetry) // the cache lags this process's own write
-			waitForLocks(c, "the controller's view of DistributedLock "+name+" is catching up")
 			return nil
 		}
-		if why, ready := jointReady(s, o, c); !ready {
-			if why.reason != "" {
-				markWaiting(c, c.Status.QueuePosition, false, why.reason, why.message)
-			} else {
-				waitForLocks(c, why.message)
-			}
+		switch why, ready := jointReady(s, o, c); {
+		case ready:
+		case why.reason == "":
+			s.wait = soonest(s.wait, staleRetry) // a moment's wait: the status stays
+			return nil
+		case why.reason == locksv1alpha1.ReasonWaitingForLocks:
+			waitForLocks(c, why.message)
+			return nil
+		default:
+			markWaiting(c, c.Status.QueuePosition, why.ready, why.reason, why.message)
 			return nil
 		}
 		j.scopes = append(j.scopes, o)
@@ -165,9 +168,14 @@ func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alp
 	return nil
 }
 
-// notReady is why a joint grant cannot take one of the claim's locks now: a reason and message
-// for the claim's Ready=False condition, or only a message when the claim just waits its turn.
-type notReady struct{ reason, message string }
+// notReady is why a joint grant cannot take one of the claim's locks now: the reason and message
+// of the claim's conditions, and whether it is Ready (it only waits its turn); no reason for a
+// moment's wait (the lock's view catches up, it took its key just now), which the status does not
+// show.
+type notReady struct {
+	reason, message string
+	ready           bool
+}
 
 // jointReady says whether lock o (read with its pass lock held) is free for several-lock claim c,
 // whose home lock's pass is s: on the same backend, usable, and c first in line there.
@@ -175,25 +183,33 @@ func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim) (notReady, bool) {
 	name := o.name.Name
 	switch {
 	case o.lock == nil:
-		return notReady{locksv1alpha1.ReasonMixedBackends, fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", name, o.name.Namespace)}, false
+		return notReady{reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", name, o.name.Namespace)}, false
 	case o.backendName != s.backendName:
-		return notReady{locksv1alpha1.ReasonMixedBackends, fmt.Sprintf(
+		return notReady{reason: locksv1alpha1.ReasonMixedBackends, message: fmt.Sprintf(
 			"The locks of spec.lockNames must all be on one LockBackend: %s is on %s, %s on %s", s.name.Name, s.backendName, name, o.backendName)}, false
 	case !o.lock.DeletionTimestamp.IsZero():
-		return notReady{locksv1alpha1.ReasonLockNotFound, fmt.Sprintf("DistributedLock %s, one of spec.lockNames, is being deleted", name)}, false
-	case o.backend == nil || o.conflict != nil || o.keyTaken:
-		return notReady{message: fmt.Sprintf("DistributedLock %s cannot grant now (its Ready condition says why)", name)}, false
+		return notReady{reason: locksv1alpha1.ReasonLockNotFound, message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, is being deleted", name)}, false
+	case o.backend == nil:
+		return notReady{reason: locksv1alpha1.ReasonBackendUnavailable,
+			message: fmt.Sprintf("DistributedLock %s cannot grant now: its backend is not usable (its BackendReady condition says why)", name)}, false
+	case o.conflict != nil:
+		return notReady{reason: locksv1alpha1.ReasonKeyConflict, message: fmt.Sprintf("DistributedLock %s: %s", name, o.conflict.Message)}, false
+	case o.keyTaken:
+		return notReady{}, false
 	case o.lockDelayed():
-		return notReady{message: fmt.Sprintf("DistributedLock %s waits out its lockDelaySeconds", name)}, false
+		return notReady{reason: locksv1alpha1.ReasonLockDelay, ready: true,
+			message: fmt.Sprintf("DistributedLock %s waits out its lockDelaySeconds after a hold that ended without a release", name)}, false
 	}
 	part := o.claimByUID(c.UID)
 	if part == nil || o.givingBack(part) {
-		return notReady{message: fmt.Sprintf("DistributedLock %s is catching up with this claim", name)}, false
+		return notReady{}, false
 	}
 	queue := o.waiting()
 	_, ready := lineUp(o.lineSlots(queue), o.holdSlots(), o.maxHolders())
 	if ready < 0 || queue[ready].claim.UID != c.UID {
-		return notReady{message: fmt.Sprintf("DistributedLock %s is held, or other claims are ahead of this one there", name)}, false
+		return notReady{reason: locksv1alpha1.ReasonWaitingForLocks, ready: true,
+			message: fmt.Sprintf("DistributedLock %s is held, or other claims are ahead of this one there", name)}, false
 	}
 	return notReady{}, true
 }

@@ -38,14 +38,7 @@ func several(c *locksv1alpha1.LockClaim) bool { return len(c.Spec.LockNames) > 0
 
 // claimLocks are the names of the locks claim c asks for, in name order: the order in which a
 // grant takes and records them.
-func claimLocks(c *locksv1alpha1.LockClaim) []string {
-	if !several(c) {
-		return []string{c.Spec.LockName}
-	}
-	names := slices.Clone(c.Spec.LockNames)
-	slices.Sort(names)
-	return slices.Compact(names)
-}
+func claimLocks(c *locksv1alpha1.LockClaim) []string { return c.Spec.Locks() }
 
 // homeLock is the lock whose pass grants a several-lock claim and writes its waiting status: the
 // first of its locks in name order. A one-lock claim's home is its lock.

@@ -146,8 +146,8 @@ func TestStepSeveralLocksMissingLock(t *testing.T) {
 	e.mustPass("a") // the lock's finalizer, key and first record
 	e.claim("m", "", onLocks("a", "gone"))
 	e.mustPass("a")
-	if !strings.Contains(e.acquiredCondition("m"), "False/MixedBackends") || !strings.Contains(e.acquiredCondition("m"), "gone") {
-		t.Fatalf("m: %s; want MixedBackends naming the missing lock", e.acquiredCondition("m"))
+	if !strings.Contains(e.acquiredCondition("m"), "False/LockNotFound") || !strings.Contains(e.acquiredCondition("m"), "gone") {
+		t.Fatalf("m: %s; want LockNotFound naming the missing lock", e.acquiredCondition("m"))
 	}
 	if e.recordNames("a", "m") || len(e.backendHolders(stepKey("a"))) != 0 {
 		t.Fatal("m holds a while its other lock does not exist")

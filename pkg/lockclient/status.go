@@ -227,7 +227,7 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 	var waiting []*locksv1alpha1.LockClaim
 	for i := range claims {
 		cl := &claims[i]
-		if cl.Spec.LockName != l.Name {
+		if !slices.Contains(cl.Spec.Locks(), l.Name) {
 			continue
 		}
 		if j, ok := byClaim[cl.Name]; ok {
