@@ -240,9 +240,9 @@ func ClaimName(pod string, uid types.UID, lock string) string {
 	return locksv1alpha1.PodClaimName(pod, uid, lock)
 }
 
-// PodClaim returns the name of the claim that pod has (or would have) for lock in namespace. It
-// reads the pod only when pod.UID is empty.
-func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock string) (string, error) {
+// PodClaim returns the name of the claim that pod has (or would have) for lock in namespace, or,
+// with more, for lock and more held together. It reads the pod only when pod.UID is empty.
+func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock string, more ...string) (string, error) {
 	if pod.UID == "" {
 		p, err := c.pod(ctx, namespace, pod)
 		if err != nil {
@@ -250,7 +250,7 @@ func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock s
 		}
 		pod.UID = p.UID
 	}
-	return ClaimName(pod.Name, pod.UID, lock), nil
+	return locksv1alpha1.PodClaimNameOfLocks(pod.Name, pod.UID, append([]string{lock}, more...)), nil
 }
 
 // Acquire creates a claim for req (or, for a pod, finds the one it already has) and waits until
