@@ -17,6 +17,7 @@ limitations under the License.
 package controller_test
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -166,5 +167,43 @@ var _ = Describe("A claim of several locks", func() {
 		Expect(holderClaimsOf(ns, "env-a")(Default)).To(BeEmpty())
 		newLock(ns, "env-missing")
 		Eventually(phaseOf(ns, "deploy")).Should(Equal(held))
+	})
+})
+
+var _ = Describe("A pod annotated with several locks", func() {
+	It("is ungated once it holds them all, with each lock's token in its annotation, and passes them on when it goes", func() {
+		ns := newNamespace()
+		newLock(ns, "env-a")
+		newLock(ns, "env-b")
+		newClaim(ns, "on-b", "env-b", "")
+		Eventually(phaseOf(ns, "on-b")).Should(Equal(held))
+		first := newLockPod(ns, "deploy-1", "env-b, env-a", true)
+		second := newLockPod(ns, "deploy-2", "env-a,env-b", true)
+		name := locksv1alpha1.PodClaimNameOfLocks(first.Name, first.UID, []string{"env-a", "env-b"})
+		Eventually(acquired(ns, name)).Should(Equal("False/WaitingForLocks"))
+		Expect(claimOf(ns, name)(Default).Spec.LockNames).To(Equal([]string{"env-a", "env-b"}))
+		Consistently(podState(ns, "deploy-1")).WithTimeout(time.Second).Should(Equal("gated/"))
+
+		deleteNow(claimOf(ns, "on-b")(Default))
+		Eventually(podState(ns, "deploy-1")).Should(MatchRegexp(`^ungated/env-a=\d+,env-b=\d+$`))
+		c := claimOf(ns, name)(Default)
+		Expect(podState(ns, "deploy-1")(Default)).To(Equal(fmt.Sprintf("ungated/env-a=%d,env-b=%d",
+			c.Status.Locks[0].FencingToken, c.Status.Locks[1].FencingToken)))
+		Expect(podState(ns, "deploy-2")(Default)).To(Equal("gated/"))
+
+		deleteNow(first)
+		Eventually(podState(ns, "deploy-2")).Should(MatchRegexp(`^ungated/env-a=\d+,env-b=\d+$`))
+		Expect(phaseOf(ns, locksv1alpha1.PodClaimNameOfLocks(second.Name, second.UID, []string{"env-b", "env-a"}))()).To(Equal(held))
+	})
+
+	It("stays gated with a warning when the list names a lock twice, or too many", func() {
+		ns := newNamespace()
+		newLockPod(ns, "twice", "env-a,env-a", true)
+		newLockPod(ns, "nine", "a,b,c,d,e,f,g,h,i", true)
+		for _, pod := range []string{"twice", "nine"} {
+			Eventually(podEventReasons(ns, pod)).Should(ContainElement("InvalidLockAnnotation"))
+			Expect(podState(ns, pod)(Default)).To(Equal("gated/"))
+		}
+		Expect(claimsIn(ns)(Default)).To(BeEmpty())
 	})
 })
