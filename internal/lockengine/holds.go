@@ -295,8 +295,12 @@ func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
 // confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
-func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) error {
+func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) error {
 	for _, c := range s.holders {
+		if several(c) {
+			r.refreshParts(ctx, s, c)
+			continue
+		}
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
 		if !tracked || h.Lost {
 			continue

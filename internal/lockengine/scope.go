@@ -105,6 +105,9 @@ type passRead struct {
 	// key is the lock's backend key and ttl its lease duration.
 	key string
 	ttl time.Duration
+	// keyPolicy is how the backend names its locks' keys (the other locks' of a several-lock
+	// claim too: they are all on this backend).
+	keyPolicy locksv1alpha1.KeyPolicy
 }
 
 // passDecided is what the steps decided, in the order they run.
@@ -490,7 +493,7 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 // Other errors are transient API errors.
 func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
 	use, err := r.Backends.ForLock(ctx, s.lock)
-	s.backendName, s.store, s.key = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy)
+	s.backendName, s.store, s.key, s.keyPolicy = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy), use.KeyPolicy
 	var unusable *registry.UnusableError
 	switch {
 	case errors.As(err, &unusable):

@@ -81,7 +81,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 		s.holders = append(s.holders, g.claim)
 		r.trace(TraceRecordWritten, s.name, g.claim.Name)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
-		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "lock", s.name.Name, "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
 	s.grants = nil // recorded: nothing is left to give back
 	return nil
