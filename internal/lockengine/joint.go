@@ -119,7 +119,7 @@ func (r *Reconciler) serveSeveral(ctx context.Context, s *lockScope, q *queued) 
 func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
 	j := &joint{claim: c}
 	s.joint = j
-	for _, name := range claimLocks(c)[1:] {
+	for _, name := range seams.jointOthers(c) {
 		nn := types.NamespacedName{Namespace: s.name.Namespace, Name: name}
 		unlock, ok := r.passes.tryLock(nn)
 		if !ok {
