@@ -33,6 +33,12 @@ func newSeveralClaim(ns, name string, locks ...string) *locksv1alpha1.LockClaim 
 	return newClaim(ns, name, "", "", func(c *locksv1alpha1.LockClaim) { c.Spec.LockNames = locks })
 }
 
+// claimVersion is a claim's resourceVersion, for Consistently: a claim that waits is not written
+// again and again (two passes that disagree about its status would).
+func claimVersion(ns, name string) func(g Gomega) string {
+	return func(g Gomega) string { return claimOf(ns, name)(g).ResourceVersion }
+}
+
 // holderClaimsOf are the claims lock's record names.
 func holderClaimsOf(ns, lock string) func(g Gomega) []string {
 	return func(g Gomega) []string {
@@ -70,6 +76,7 @@ var _ = Describe("A claim of several locks", func() {
 		newSeveralClaim(ns, "deploy", "env-b", "env-a")
 		Eventually(acquired(ns, "deploy")).Should(Equal("False/WaitingForLocks"))
 		Consistently(holderClaimsOf(ns, "env-a"), "1s").Should(BeEmpty(), "no hold while it waits for env-b")
+		Consistently(claimVersion(ns, "deploy"), "2s").Should(Equal(claimOf(ns, "deploy")(Default).ResourceVersion), "written once while it waits")
 
 		deleteNow(claimOf(ns, "on-b")(Default))
 		Eventually(phaseOf(ns, "deploy")).Should(Equal(held))
@@ -165,6 +172,7 @@ var _ = Describe("A claim of several locks", func() {
 		newSeveralClaim(ns, "deploy", "env-a", "env-missing")
 		Eventually(acquired(ns, "deploy")).Should(Equal("False/LockNotFound"))
 		Expect(holderClaimsOf(ns, "env-a")(Default)).To(BeEmpty())
+		Consistently(claimVersion(ns, "deploy"), "2s").Should(Equal(claimOf(ns, "deploy")(Default).ResourceVersion), "written once while it waits")
 		newLock(ns, "env-missing")
 		Eventually(phaseOf(ns, "deploy")).Should(Equal(held))
 	})
