@@ -17,7 +17,6 @@ limitations under the License.
 package lockengine
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"time"
@@ -25,17 +24,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
 // Several locks at once (spec.lockNames; docs/how-locks-work.md, "Several locks at once"). Each
 // lock's pass sees a several-lock claim through its part on that lock (partOn): the claim's
 // phase and conditions, with this lock's token and expiry, so that every step written for one
 // lock serves it unchanged; the pass's write puts the part back (withPart). Decisions here are
-// pure; the joint grant that takes all the locks at once is in joint.go.
+// pure; the joint grant that takes all the locks at once is in joint.go, the refresh of every
+// part at once in holds.go (refreshParts).
 
 // several says whether claim c holds several locks together.
 func several(c *locksv1alpha1.LockClaim) bool { return len(c.Spec.LockNames) > 0 }
@@ -240,57 +237,4 @@ func partialNames(parts []locksv1alpha1.ClaimLock) string {
 		names[i] = p.LockName
 	}
 	return strings.Join(names, ", ")
-}
-
-// refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home
-// lock's pass only, and for every part at once, each from the Renewer's latest confirmation of
-// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is
-// rewritten once per refresh rather than once per lock (each a write of the same claim, racing the
-// others'). The other locks are read from the cache, for their keys and the backend identities
-// their records name.
-func (r *Reconciler) refreshParts(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) {
-	if homeLock(c) != s.name.Name {
-		return
-	}
-	var earliest *time.Time
-	if t := earliestExpiry(c.Status.Locks); t != nil {
-		earliest = &t.Time
-	}
-	if !refreshDue(earliest, s.ttl, s.now) {
-		return
-	}
-	for i := range c.Status.Locks {
-		part := &c.Status.Locks[i]
-		key, ok := r.partHoldKey(ctx, s, c, *part)
-		if !ok {
-			continue
-		}
-		h, tracked := r.Renewer.Lookup(key)
-		if !tracked || h.Lost || (part.ExpireTime != nil && !h.Lease.ExpireTime.After(part.ExpireTime.Time)) {
-			continue
-		}
-		part.ExpireTime = micro(h.Lease.ExpireTime)
-		if part.LockName == s.name.Name {
-			markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
-		}
-	}
-}
-
-// partHoldKey names the hold of held several-lock claim c on part's lock: this pass's lock, or
-// another of the claim's locks read from the cache; ok is false when that lock's record has no
-// entry of the claim's identity with the part's token.
-func (r *Reconciler) partHoldKey(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim, part locksv1alpha1.ClaimLock) (renewal.HoldKey, bool) {
-	if part.LockName == s.name.Name {
-		return s.holdKey(c.Status.HolderIdentity), true
-	}
-	l := &locksv1alpha1.DistributedLock{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: s.name.Namespace, Name: part.LockName}, l); err != nil {
-		return renewal.HoldKey{}, false
-	}
-	for _, rec := range l.Status.CurrentHolders() {
-		if rec.Identity == c.Status.HolderIdentity && rec.FencingToken == part.FencingToken {
-			return renewal.HoldKey{Backend: s.backendName, Key: l.BackendKey(s.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
-		}
-	}
-	return renewal.HoldKey{}, false
 }
