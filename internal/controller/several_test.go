@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -213,5 +214,29 @@ var _ = Describe("A pod annotated with several locks", func() {
 			Expect(podState(ns, pod)(Default)).To(Equal("gated/"))
 		}
 		Expect(claimsIn(ns)(Default)).To(BeEmpty())
+	})
+})
+
+var _ = Describe("A Job annotated with several locks", func() {
+	It("is resumed once it holds them all, with each lock's token, and the next such Job after it", func() {
+		ns := newNamespace()
+		newLock(ns, "env-a")
+		newLock(ns, "env-b")
+		newClaim(ns, "on-a", "env-a", "")
+		Eventually(phaseOf(ns, "on-a")).Should(Equal(held))
+		first := newLockJob(ns, "deploy-1", "env-b,env-a", true)
+		newLockJob(ns, "deploy-2", "env-a,env-b", true)
+		name := locksv1alpha1.PodClaimNameOfLocks(first.Name, first.UID, []string{"env-a", "env-b"})
+		// Queued on env-a, its home lock (the first by name), which on-a holds.
+		Eventually(acquired(ns, name)).Should(Equal("False/Queued"))
+		Consistently(jobState(ns, "deploy-1")).WithTimeout(time.Second).Should(Equal("suspended/"))
+
+		deleteNow(claimOf(ns, "on-a")(Default))
+		Eventually(jobState(ns, "deploy-1")).Should(MatchRegexp(`^running/env-a=\d+,env-b=\d+/env-a=\d+,env-b=\d+$`))
+		Expect(jobState(ns, "deploy-2")(Default)).To(Equal("suspended/"))
+		Eventually(jobEvents(ns, "deploy-1")).Should(ContainElement(MatchRegexp(`^LockAcquired: Locks env-a,env-b held together with fencing tokens env-a=\d+,env-b=\d+; resumed$`)))
+
+		finishJob(first, batchv1.JobComplete)
+		Eventually(jobState(ns, "deploy-2")).Should(MatchRegexp(`^running/env-a=\d+,env-b=\d+/`))
 	})
 })
