@@ -304,6 +304,7 @@ type ClaimLock struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lclaim,categories=locks
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.spec.lockName`
+// +kubebuilder:printcolumn:name="Locks",type=string,JSONPath=`.spec.lockNames`,priority=1
 // +kubebuilder:selectablefield:JSONPath=`.spec.lockName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`
