@@ -77,6 +77,16 @@ const (
 	// ReasonQueueFull: the lock already had spec.maxQueue claims waiting when the claim came;
 	// it ended Failed without waiting.
 	ReasonQueueFull = "QueueFull"
+	// ReasonWaitingForLocks: a claim with spec.lockNames is first in line on some of its locks
+	// and waits for the others; it holds none of them meanwhile (the message names them).
+	ReasonWaitingForLocks = "WaitingForLocks"
+	// ReasonPartialGrant: a grant of a claim with spec.lockNames stopped half way (a controller
+	// restarted, a write failed), leaving holds on some of its locks; status.locks lists them
+	// while the controller gives them back, and the claim goes on waiting for all its locks.
+	ReasonPartialGrant = "PartialGrant"
+	// ReasonMixedBackends: the locks of a claim's spec.lockNames are not all on one LockBackend;
+	// the claim waits, Ready=False, holding none of them. (One that does not exist: LockNotFound.)
+	ReasonMixedBackends = "MixedBackends"
 )
 
 // Reasons for a LockClaim's Evicted condition (lossPolicy Evict), also the reasons of its events.

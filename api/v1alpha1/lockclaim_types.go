@@ -104,15 +104,30 @@ type HolderObject struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.podName)) == (has(oldSelf.holder) && has(oldSelf.holder.podName))",message="holder.podName is immutable; create a new LockClaim for another pod"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.leaseName)) == (has(oldSelf.holder) && has(oldSelf.holder.leaseName))",message="holder.leaseName is immutable; create a new LockClaim for another heartbeat"
 // +kubebuilder:validation:XValidation:rule="(has(self.holder) && has(self.holder.identity)) == (has(oldSelf.holder) && has(oldSelf.holder.identity))",message="holder.identity is immutable; create a new LockClaim instead"
+// +kubebuilder:validation:XValidation:rule="has(self.lockName) != has(self.lockNames)",message="set exactly one of lockName (one lock) and lockNames (2 to 8 locks held together)"
+// +kubebuilder:validation:XValidation:rule="has(self.lockNames) == has(oldSelf.lockNames)",message="lockNames is immutable; create a new LockClaim for other locks"
 type LockClaimSpec struct {
 	// lockName is the DistributedLock, in the claim's namespace, that this claim asks for.
-	// Immutable.
-	// +required
+	// Exactly one of lockName and lockNames is set. Immutable.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="lockName must be the name of a DistributedLock: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="lockName is immutable; create a new LockClaim for another lock"
-	LockName string `json:"lockName"`
+	LockName string `json:"lockName,omitempty"`
+
+	// lockNames are 2 to 8 DistributedLocks of the claim's namespace, all on one LockBackend, that
+	// this claim holds together: it is Held only while it holds every one of them, each with a
+	// fencing token of its own (status.locks); it holds none of them while it waits. Exactly one
+	// of lockName and lockNames is set. Immutable.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(n, !format.dns1123Subdomain().validate(n).hasValue())",message="lockNames must be names of DistributedLocks: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="lockNames is immutable; create a new LockClaim for other locks"
+	LockNames []string `json:"lockNames,omitempty"`
 
 	// holder says on whose behalf the lock is held. Without a podName the claim is detached: it
 	// holds the lock until it is deleted, or, with a leaseName, until its heartbeat Lease expires.
@@ -254,6 +269,32 @@ type LockClaimStatus struct {
 	// order.
 	// +optional
 	Arrival int64 `json:"arrival,omitempty"`
+
+	// locks, for a claim with spec.lockNames, are its locks and the fencing token and expiry of
+	// each hold, while it holds them all (phase Held; status.fencingToken is then unset, and
+	// status.expireTime is the earliest of theirs). A resource guarded by several of them checks
+	// each token. While the claim waits with reason PartialGrant, they are the holds that a grant
+	// which stopped half way left, which the controller is giving back.
+	// +optional
+	// +listType=map
+	// +listMapKey=lockName
+	// +kubebuilder:validation:MaxItems=8
+	Locks []ClaimLock `json:"locks,omitempty"`
+}
+
+// ClaimLock is one lock of a claim with spec.lockNames and the token of its hold.
+type ClaimLock struct {
+	// lockName is the DistributedLock.
+	// +required
+	LockName string `json:"lockName"`
+
+	// fencingToken is the token of the claim's hold on this lock.
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+
+	// expireTime is when the hold of this lock lapses unless the controller renews it.
+	// +optional
+	ExpireTime *metav1.MicroTime `json:"expireTime,omitempty"`
 }
 
 // LockClaim asks for a DistributedLock on behalf of a pod (or of itself, when detached). Claims
@@ -263,6 +304,7 @@ type LockClaimStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lclaim,categories=locks
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.spec.lockName`
+// +kubebuilder:printcolumn:name="Locks",type=string,JSONPath=`.spec.lockNames`,priority=1
 // +kubebuilder:selectablefield:JSONPath=`.spec.lockName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder.podName`

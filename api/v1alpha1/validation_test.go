@@ -114,7 +114,38 @@ apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim
 spec:
   holder: {podName: web-0}
-`, `spec.lockName: Required value`),
+`, `spec: Invalid value: set exactly one of lockName (one lock) and lockNames (2 to 8 locks held together)`),
+		Entry("a claim with both lockName and lockNames", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockName: db
+  lockNames: [db, cache]
+`, `spec: Invalid value: set exactly one of lockName (one lock) and lockNames (2 to 8 locks held together)`),
+		Entry("a claim with one name in lockNames", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockNames: [db]
+`, `spec.lockNames: Invalid value: 1: spec.lockNames in body should have at least 2 items`),
+		Entry("a claim with nine names in lockNames", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockNames: [a, b, c, d, e, f, g, h, i]
+`, `spec.lockNames: Too many: 9: must have at most 8 items`),
+		Entry("a claim that names one lock twice", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockNames: [db, db]
+`, `spec.lockNames[1]: Duplicate value: "db"`),
+		Entry("a claim whose lockNames are not object names", `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockNames: [db, Staging_Cluster]
+`, `spec.lockNames: Invalid value: lockNames must be names of DistributedLocks: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit`),
 		Entry("a claim whose lockName is not an object name", `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim
@@ -489,6 +520,12 @@ kind: LockClaim
 spec:
   lockName: db
 `
+	const multiClaim = `
+apiVersion: locks.lockwarden.io/v1alpha1
+kind: LockClaim
+spec:
+  lockNames: [staging, test-cluster]
+`
 	const heartbeatClaim = `
 apiVersion: locks.lockwarden.io/v1alpha1
 kind: LockClaim
@@ -557,6 +594,12 @@ spec:
 			`spec.holder.identity: Invalid value: "someone-else": `+identityImmutable),
 		Entry("a claim's mode", claim, set("Exclusive", "spec", "mode"),
 			`spec.mode: Invalid value: "Exclusive": mode is immutable; create a new LockClaim to hold the lock in another mode`),
+		Entry("a claim's lockNames", multiClaim, set([]any{"staging", "prod"}, "spec", "lockNames"),
+			`spec.lockNames: Invalid value: lockNames is immutable; create a new LockClaim for other locks`),
+		Entry("one lock of a claim turned into several", detachedClaim, func(obj *unstructured.Unstructured) {
+			remove("spec", "lockName")(obj)
+			set([]any{"db", "cache"}, "spec", "lockNames")(obj)
+		}, `spec: Invalid value: lockNames is immutable; create a new LockClaim for other locks`),
 		Entry("a claim's priority", claim, set(int64(10), "spec", "priority"),
 			`spec.priority: Invalid value: 10: priority is immutable; create a new LockClaim to wait at another priority`),
 		Entry("a claim's priority, from the default", detachedClaim, set(int64(-1), "spec", "priority"),

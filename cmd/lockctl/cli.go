@@ -149,8 +149,16 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // acquiredLine describes a granted claim on one line.
 func acquiredLine(r *lockclient.Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "acquired lock %q in namespace %q: holder=%s token=%d waited=%s claim=%s",
-		r.Lock, r.Namespace, r.Holder(), r.FencingToken, r.Waited.Round(time.Millisecond), r.Claim)
+	token := fmt.Sprintf("token=%d", r.FencingToken)
+	if len(r.Locks) > 0 {
+		parts := make([]string, len(r.Locks))
+		for i, l := range r.Locks {
+			parts[i] = fmt.Sprintf("%s:%d", l.Lock, l.FencingToken)
+		}
+		token = "tokens=" + strings.Join(parts, ",")
+	}
+	fmt.Fprintf(&b, "acquired lock %q in namespace %q: holder=%s %s waited=%s claim=%s",
+		r.Lock, r.Namespace, r.Holder(), token, r.Waited.Round(time.Millisecond), r.Claim)
 	if !r.ExpireTime.IsZero() {
 		fmt.Fprintf(&b, " expires=%s", r.ExpireTime.UTC().Format(time.RFC3339))
 	}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -221,11 +222,11 @@ func TestExitCodesAndMessages(t *testing.T) {
 func TestWriteTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "token")
-	if err := writeTokenFile(path, 1764480000000001); err != nil {
+	if err := writeTokenFile(path, "1764480000000001"); err != nil {
 		t.Fatal(err)
 	}
 	// Overwriting replaces the token (a re-attach after a restart).
-	if err := writeTokenFile(path, 1764480000000002); err != nil {
+	if err := writeTokenFile(path, "1764480000000002"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -247,9 +248,59 @@ func TestWriteTokenFile(t *testing.T) {
 		t.Fatalf("temporary files left behind: %v", entries)
 	}
 
-	err = writeTokenFile(filepath.Join(dir, "missing", "token"), 1)
+	err = writeTokenFile(filepath.Join(dir, "missing", "token"), "1")
 	if err == nil || !strings.Contains(err.Error(), "mount a writable volume") {
 		t.Fatalf("want an error that says what to do, got %v", err)
+	}
+}
+
+func TestTokensOfSeveralLocks(t *testing.T) {
+	one := &lockclient.Result{Lock: "db", FencingToken: 7}
+	several := &lockclient.Result{Lock: "prod,staging", Locks: []lockclient.HeldLock{{Lock: "prod", FencingToken: 12}, {Lock: "staging", FencingToken: 40}}}
+	for _, tc := range []struct {
+		res        *lockclient.Result
+		file, env  string
+		lineTokens string
+	}{
+		{one, "7", "LOCKWARDEN_FENCING_TOKEN=7", " token=7 "},
+		{several, "prod=12\nstaging=40\n", "LOCKWARDEN_FENCING_TOKENS=prod=12,staging=40", " tokens=prod:12,staging:40 "},
+	} {
+		if got := tokenFileContent(tc.res); got != tc.file {
+			t.Errorf("token file of %s: %q, want %q", tc.res.Lock, got, tc.file)
+		}
+		if got := tokenEnv(tc.res); got != tc.env {
+			t.Errorf("run's variable for %s: %q, want %q", tc.res.Lock, got, tc.env)
+		}
+		if got := acquiredLine(tc.res); !strings.Contains(got, tc.lineTokens) {
+			t.Errorf("acquired line for %s: %q, want %q in it", tc.res.Lock, got, tc.lineTokens)
+		}
+	}
+}
+
+func TestLockNames(t *testing.T) {
+	for _, tc := range []struct {
+		flags   []string
+		lock    string
+		several []string
+		err     string
+	}{
+		{[]string{"db"}, "db", nil, ""},
+		{[]string{"staging", "prod"}, "", []string{"staging", "prod"}, ""},
+		{[]string{"staging,prod"}, "", []string{"staging", "prod"}, ""},
+		{nil, "", nil, "--lock is required"},
+		{[]string{"a", "a"}, "", nil, `--lock names "a" twice`},
+		{[]string{"a,"}, "", nil, `--lock "a," names no lock`},
+		{[]string{"a,b,c,d,e,f,g,h,i"}, "", nil, "--lock names 9 locks; a claim holds at most 8 together"},
+	} {
+		lock, several, err := lockNames(tc.flags)
+		switch {
+		case tc.err != "":
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("lockNames(%q) error %v, want %q", tc.flags, err, tc.err)
+			}
+		case err != nil || lock != tc.lock || !slices.Equal(several, tc.several):
+			t.Errorf("lockNames(%q) = %q, %q, %v; want %q, %q", tc.flags, lock, several, err, tc.lock, tc.several)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,7 +54,7 @@ controller's answer (default 30s).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
+	lockFlag(cmd, &o.locks, "Name of the DistributedLock (required); repeat it, or separate names by commas, to hold 2 to 8 locks together")
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up after this long, exit code 3 (0 waits forever)")
 	f.StringVar(&o.tokenFile, "token-file", "", "Write the fencing token to this file")
 	f.BoolVar(&o.try, "try", false, "Do not queue: take the lock only if it is granted at once, else exit code 5")
@@ -65,10 +66,51 @@ controller's answer (default 30s).`,
 
 // acquireOptions are acquire's flags.
 type acquireOptions struct {
-	lock, tokenFile, mode string
-	timeout               time.Duration
-	try                   bool
-	priority              int32
+	locks           []string
+	tokenFile, mode string
+	timeout         time.Duration
+	try             bool
+	priority        int32
+}
+
+// lockFlag adds --lock, repeatable, to cmd.
+func lockFlag(cmd *cobra.Command, locks *[]string, usage string) {
+	cmd.Flags().StringArrayVar(locks, "lock", nil, usage)
+}
+
+// lockNames reads --lock: one lock (lock), or 2 to 8 held together (locks), given as repeated
+// flags or comma-separated names (a comma cannot be in a lock's name).
+func lockNames(flags []string) (lock string, locks []string, err error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, f := range flags {
+		for n := range strings.SplitSeq(f, ",") {
+			n = strings.TrimSpace(n)
+			switch {
+			case n == "":
+				return "", nil, usagef("--lock %q names no lock", f)
+			case seen[n]:
+				return "", nil, usagef("--lock names %q twice", n)
+			}
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return "", nil, usagef("--lock is required")
+	case len(names) == 1:
+		return names[0], nil, nil
+	case len(names) > 8:
+		return "", nil, usagef("--lock names %d locks; a claim holds at most 8 together", len(names))
+	}
+	return "", names, nil
+}
+
+// locksLabel names the lock, or the locks, lockNames read, in messages.
+func locksLabel(lock string, several []string) string {
+	spec := locksv1alpha1.LockClaimSpec{LockName: lock, LockNames: several}
+	return locksv1alpha1.LocksLabel(spec.Locks())
 }
 
 // priorityFlag adds --priority, the claim's spec.priority, to cmd.
@@ -97,10 +139,12 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	switch {
 	case len(args) > 0:
 		return usagef("acquire takes no arguments, got %q", args)
-	case o.lock == "":
-		return usagef("--lock is required")
 	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
+	}
+	lock, several, err := lockNames(o.locks)
+	if err != nil {
+		return err
 	}
 	mode, err := parseMode(o.mode)
 	if err != nil {
@@ -123,7 +167,7 @@ func (a *app) acquire(k *kubeFlags, o *acquireOptions, args []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout})
+	hold, err := acquire(ctx, lockclient.Request{Namespace: ns, Lock: lock, Locks: several, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}
@@ -198,7 +242,7 @@ and wait until the controller has released the lock. A claim that is gone counts
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.lock, "lock", "", "Release this pod's claim for this lock (POD_NAME, POD_UID) instead of a named claim")
+	lockFlag(cmd, &o.locks, "Release this pod's claim for this lock (POD_NAME, POD_UID) instead of a named claim; repeat it for a claim of several locks")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "How long to wait for the controller to release the lock, exit code 3 (0 waits forever)")
 	_ = cmd.RegisterFlagCompletionFunc("lock", a.completeNames(k, "DistributedLock"))
 	return cmd
@@ -206,7 +250,7 @@ and wait until the controller has released the lock. A claim that is gone counts
 
 // releaseOptions are release's flags.
 type releaseOptions struct {
-	lock    string
+	locks   []string
 	timeout time.Duration
 }
 
@@ -214,13 +258,24 @@ type releaseOptions struct {
 // controller has released the lock.
 func (a *app) release(k *kubeFlags, o *releaseOptions, args []string) error {
 	switch {
-	case o.lock == "" && len(args) != 1, o.lock != "" && len(args) != 0:
+	case len(o.locks) == 0 && len(args) != 1, len(o.locks) != 0 && len(args) != 0:
 		return usagef("release takes either one LockClaim name or --lock")
 	case o.timeout < 0:
 		return usagef("--timeout must not be negative")
 	}
+	var names []string
+	if len(o.locks) > 0 {
+		lock, several, err := lockNames(o.locks)
+		if err != nil {
+			return err
+		}
+		names = append(several, lock)
+		if lock == "" {
+			names = several
+		}
+	}
 	pod := a.podFromEnv()
-	if o.lock != "" {
+	if len(names) > 0 {
 		if pod == nil {
 			return usagef("--lock releases this pod's claim, but POD_NAME is not set; give the claim's name instead")
 		}
@@ -239,7 +294,7 @@ func (a *app) release(k *kubeFlags, o *releaseOptions, args []string) error {
 	name := ""
 	if len(args) == 1 {
 		name = args[0]
-	} else if name, err = c.PodClaim(ctx, ns, *pod, o.lock); err != nil {
+	} else if name, err = c.PodClaim(ctx, ns, *pod, names[0], names[1:]...); err != nil {
 		return err
 	}
 	if err := c.Release(ctx, ns, name); err != nil {
@@ -252,7 +307,7 @@ func (a *app) release(k *kubeFlags, o *releaseOptions, args []string) error {
 // acquired reports a granted claim: the token to tokenFile (when set) and one line to stdout.
 func (a *app) acquired(res *lockclient.Result, tokenFile string) error {
 	if tokenFile != "" {
-		if err := writeTokenFile(tokenFile, res.FencingToken); err != nil {
+		if err := writeTokenFile(tokenFile, tokenFileContent(res)); err != nil {
 			return err
 		}
 	}

@@ -189,6 +189,38 @@ var _ = Describe("lockctl run", func() {
 		Expect(claims(ns)).To(BeEmpty())
 	})
 
+	It("holds several locks together, gives the command each one's token, and releases them all", func() {
+		ns := newNamespace()
+		newLock(ns, "staging")
+		newLock(ns, "prod")
+		out := filepath.Join(GinkgoT().TempDir(), "seen")
+		tokens := filepath.Join(GinkgoT().TempDir(), "tokens")
+		code, stdout, stderr := run(nil, "run", "--lock", "staging", "--lock", "prod", "-n", ns, "--token-file", tokens, "--",
+			"sh", "-c", `echo "$LOCKWARDEN_FENCING_TOKENS $LOCKWARDEN_LOCK" > `+out)
+		Expect(code).To(Equal(0), stderr)
+		Expect(stdout).To(BeEmpty())
+		seen, err := os.ReadFile(out)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(seen)).To(MatchRegexp(`^prod=[1-9][0-9]*,staging=[1-9][0-9]* prod,staging\n$`))
+		file, err := os.ReadFile(tokens)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(file)).To(MatchRegexp(`^prod=[1-9][0-9]*\nstaging=[1-9][0-9]*\n$`))
+		Expect(claims(ns)).To(BeEmpty(), "the claim is released when the command ends")
+
+		// In a pod: acquire, as an init container would, and release by the same locks.
+		p := newPod(ns, "deploy-1")
+		code, stdout, stderr = run(podEnv(p), "acquire", "--lock", "staging,prod")
+		Expect(code).To(Equal(exitOK), stderr)
+		Expect(stdout).To(MatchRegexp(`acquired lock "prod,staging" in namespace "%s": holder=deploy-1 tokens=prod:[1-9][0-9]*,staging:[1-9][0-9]* `, ns))
+		code, stdout, stderr = run(nil, "status", "prod", "-n", ns)
+		Expect(code).To(Equal(exitOK), stderr)
+		Expect(stdout).To(MatchRegexp(`1\. pod deploy-1 \(claim [^)]*\), Exclusive, token [1-9][0-9]*, acquired [^\n]*, together with staging`))
+		code, stdout, stderr = run(podEnv(p), "release", "--lock", "prod", "--lock", "staging")
+		Expect(code).To(Equal(exitOK), stderr)
+		Expect(stdout).To(ContainSubstring("released claim"))
+		Expect(claims(ns)).To(BeEmpty())
+	})
+
 	It("stops the command with TERM and exits 123 when the lock is lost", func() {
 		ns := newNamespace()
 		newLock(ns, "report")

@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -86,7 +85,7 @@ one line starting with "lockctl:" on stderr.`,
 	}
 	argsAreCommand(cmd)
 	f := cmd.Flags()
-	f.StringVar(&o.lock, "lock", "", "Name of the DistributedLock (required)")
+	lockFlag(cmd, &o.locks, "Name of the DistributedLock (required); repeat it, or separate names by commas, to hold 2 to 8 locks together")
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up waiting for the lock after this long, exit code 124 (0 waits forever; with --try, default 30s for the controller's answer)")
 	f.DurationVar(&o.grace, "grace", 10*time.Second, "After the lock is lost, how long the command has between SIGTERM and SIGKILL")
 	f.StringVar(&o.tokenFile, "token-file", "", "Also write the fencing token to this file")
@@ -101,7 +100,8 @@ one line starting with "lockctl:" on stderr.`,
 
 // runOptions are run's flags.
 type runOptions struct {
-	lock, tokenFile, mode     string
+	locks                     []string
+	tokenFile, mode           string
 	timeout, grace, heartbeat time.Duration
 	clockSkew                 time.Duration
 	try                       bool
@@ -117,10 +117,12 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	switch {
 	case len(command) == 0:
 		return usagef("run needs a command: %s run --lock NAME -- COMMAND [ARG...]", a.name())
-	case o.lock == "":
-		return usagef("--lock is required")
 	case o.timeout < 0 || o.grace < 0 || o.heartbeat < 0 || o.clockSkew < 0:
 		return usagef("--timeout, --grace, --heartbeat and --clock-skew must not be negative")
+	}
+	lock, several, err := lockNames(o.locks)
+	if err != nil {
+		return err
 	}
 	mode, err := parseMode(o.mode)
 	if err != nil {
@@ -151,11 +153,11 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 	if o.try {
 		acquire = c.TryAcquire
 	}
-	req := lockclient.Request{Namespace: ns, Lock: o.lock, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout}
+	req := lockclient.Request{Namespace: ns, Lock: lock, Locks: several, Pod: pod, Mode: mode, Priority: o.priority, Timeout: o.timeout}
 	if pod == nil {
 		req.Heartbeat = o.heartbeat
 	}
-	hold, err := waitForLock(o.lock, signals, func(ctx context.Context) (*lockclient.Hold, error) { return acquire(ctx, req) })
+	hold, err := waitForLock(locksLabel(lock, several), signals, func(ctx context.Context) (*lockclient.Hold, error) { return acquire(ctx, req) })
 	if err != nil {
 		return err
 	}
@@ -167,7 +169,7 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 		}
 	}
 	if o.tokenFile != "" {
-		if err := writeTokenFile(o.tokenFile, hold.FencingToken); err != nil {
+		if err := writeTokenFile(o.tokenFile, tokenFileContent(&hold.Result)); err != nil {
 			release()
 			return err
 		}
@@ -175,8 +177,7 @@ func (a *app) run(k *kubeFlags, o *runOptions, command []string) error {
 
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"LOCKWARDEN_FENCING_TOKEN="+strconv.FormatInt(hold.FencingToken, 10),
+	cmd.Env = append(os.Environ(), tokenEnv(&hold.Result),
 		"LOCKWARDEN_LOCK="+hold.Lock,
 		"LOCKWARDEN_CLAIM="+hold.Claim,
 		"LOCKWARDEN_NAMESPACE="+hold.Namespace,

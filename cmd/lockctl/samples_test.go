@@ -71,7 +71,7 @@ var _ = Describe("The lockctl samples", func() {
 	It("are accepted by the API server", func() {
 		ns := newNamespace()
 		for _, file := range []string{"init-container-migration.yaml", "cronjob-lockctl-run.yaml", "kubectl-wait-claim.yaml", "lockctl-rbac.yaml", "lockctl-run-rbac.yaml", "heartbeat-claim.yaml",
-			"gated-deployment.yaml", "gated-job.yaml", "semaphore-job.yaml", "read-write-lock.yaml", "leader-election.yaml", "priority-hotfix.yaml"} {
+			"gated-deployment.yaml", "gated-job.yaml", "semaphore-job.yaml", "read-write-lock.yaml", "leader-election.yaml", "priority-hotfix.yaml", "two-environments.yaml"} {
 			applySamples(ns, file, true)
 		}
 	})

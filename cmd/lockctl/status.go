@@ -127,6 +127,9 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 		if h.ExpireTime != nil {
 			fmt.Fprintf(w, ", expires %s (in %s)", h.ExpireTime.UTC().Format(time.RFC3339), since(*h.ExpireTime, now))
 		}
+		if len(h.Together) > 0 {
+			fmt.Fprintf(w, ", together with %s", strings.Join(h.Together, ", "))
+		}
 		if h.Role == locksv1alpha1.PodRoleStandby {
 			fmt.Fprint(w, ", labelled standby (terminating: no new traffic)")
 		}
@@ -137,6 +140,9 @@ func printLock(w io.Writer, s *lockclient.LockStatus, now time.Time) {
 		fmt.Fprintf(w, "  %d. %s, %s, waiting %s (%s)", q.Position, holderName(q.Claim, q.Pod, q.Object), q.Mode, since(now, q.Created), q.Reason)
 		if q.Priority != 0 {
 			fmt.Fprintf(w, ", priority %d", q.Priority)
+		}
+		if len(q.Together) > 0 {
+			fmt.Fprintf(w, ", together with %s", strings.Join(q.Together, ", "))
 		}
 		switch q.Wait {
 		case locksv1alpha1.PodLockWaitStandby:

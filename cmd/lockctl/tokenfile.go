@@ -21,19 +21,22 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+
+	"github.com/lockwarden/lockwarden/pkg/lockclient"
 )
 
-// writeTokenFile writes token, in decimal without a newline, to path atomically (a temporary file
+// writeTokenFile writes content (tokenFileContent) to path atomically (a temporary file
 // in the same directory, renamed), so that a reader never sees a partial token. The file is
 // world-readable: a fencing token is not a secret, and the app container may run as another user.
-func writeTokenFile(path string, token int64) error {
+func writeTokenFile(path string, content string) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".lockctl-token-*")
 	if err != nil {
 		return fmt.Errorf("writing token file: %w; mount a writable volume (an emptyDir) at %s", err, dir)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }() // no-op after the rename
-	if _, err := tmp.WriteString(strconv.FormatInt(token, 10)); err != nil {
+	if _, err := tmp.WriteString(content); err != nil {
 		_ = tmp.Close()
 		return fmt.Errorf("writing token file %s: %w", path, err)
 	}
@@ -48,4 +51,31 @@ func writeTokenFile(path string, token int64) error {
 		return fmt.Errorf("writing token file %s: %w", path, err)
 	}
 	return nil
+}
+
+// tokenFileContent is what the token file of a grant holds: the token in decimal, without a
+// newline; for a claim of several locks, one line per lock, "LOCK=TOKEN", in name order.
+func tokenFileContent(r *lockclient.Result) string {
+	if len(r.Locks) == 0 {
+		return strconv.FormatInt(r.FencingToken, 10)
+	}
+	var b strings.Builder
+	for _, l := range r.Locks {
+		fmt.Fprintf(&b, "%s=%d\n", l.Lock, l.FencingToken)
+	}
+	return b.String()
+}
+
+// tokenEnv is the variable that gives run's command the token: LOCKWARDEN_FENCING_TOKEN, or for
+// a claim of several locks LOCKWARDEN_FENCING_TOKENS, "LOCK=TOKEN" pairs joined by commas in name
+// order.
+func tokenEnv(r *lockclient.Result) string {
+	if len(r.Locks) == 0 {
+		return "LOCKWARDEN_FENCING_TOKEN=" + strconv.FormatInt(r.FencingToken, 10)
+	}
+	pairs := make([]string, len(r.Locks))
+	for i, l := range r.Locks {
+		pairs[i] = fmt.Sprintf("%s=%d", l.Lock, l.FencingToken)
+	}
+	return "LOCKWARDEN_FENCING_TOKENS=" + strings.Join(pairs, ",")
 }

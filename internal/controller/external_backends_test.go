@@ -87,6 +87,41 @@ func handoffStory(backend string) {
 	Expect(claimOf(ns, "c2")(Default).Status.FencingToken).To(BeNumerically(">", t1))
 }
 
+// severalStory holds two locks of backend together: nothing while one is held, both at once
+// after, with a token of each lock above the last; and refuses a claim whose locks are on this
+// backend and the built-in one (MixedBackends).
+func severalStory(backend string) {
+	GinkgoHelper()
+	ns := newNamespace()
+	onBackend := func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backend }
+	newLock(ns, "x", onBackend)
+	newLock(ns, "y", onBackend)
+	newClaim(ns, "on-y", "y", "")
+	Eventually(phaseOf(ns, "on-y")).Should(Equal(held))
+	yToken := claimOf(ns, "on-y")(Default).Status.FencingToken
+	newSeveralClaim(ns, "both", "y", "x")
+	Eventually(acquired(ns, "both")).Should(Equal("False/WaitingForLocks"))
+	Expect(holderClaimsOf(ns, "x")(Default)).To(BeEmpty(), "nothing of x is held while y is taken")
+
+	deleteNow(claimOf(ns, "on-y")(Default))
+	Eventually(phaseOf(ns, "both")).Should(Equal(held))
+	both := claimOf(ns, "both")(Default)
+	Expect(both.Status.Locks).To(HaveLen(2))
+	Expect(recordTokenOf(ns, "y", "both")).To(BeNumerically(">", yToken))
+	xToken := recordTokenOf(ns, "x", "both")
+	Expect(both.Status.Locks[0]).To(HaveField("FencingToken", xToken))
+	newClaim(ns, "on-x", "x", "")
+	Eventually(acquired(ns, "on-x")).Should(Equal("False/Queued"))
+	deleteNow(both)
+	Eventually(phaseOf(ns, "on-x")).Should(Equal(held))
+	Expect(claimOf(ns, "on-x")(Default).Status.FencingToken).To(BeNumerically(">", xToken))
+
+	newLock(ns, "built-in")
+	newSeveralClaim(ns, "mixed", "x", "built-in")
+	Eventually(acquired(ns, "mixed")).Should(Equal("False/MixedBackends"))
+	Expect(holderClaimsOf(ns, "built-in")(Default)).To(BeEmpty())
+}
+
 // expectUnusable creates a LockBackend from spec, waits until its probe reports it not Ready,
 // checks that nothing is granted on it, and returns the Ready condition's message.
 func expectUnusable(spec locksv1alpha1.LockBackendSpec, wantReason string) string {
@@ -121,9 +156,10 @@ func expectUnusable(spec locksv1alpha1.LockBackendSpec, wantReason string) strin
 }
 
 var _ = Describe("The Redis backend on a real redis-server", func() {
-	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens, and holds two of its locks together", func() {
 		name, _ := newRedisBackend()
 		handoffStory(name)
+		severalStory(name)
 	})
 
 	It("reports a dead address as not Ready with the dial error and grants nothing", func() {
@@ -156,7 +192,7 @@ var _ = Describe("The Redis backend on a real redis-server", func() {
 })
 
 var _ = Describe("The Redlock backend on three real redis-servers", func() {
-	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens, and holds two of its locks together", func() {
 		servers := redistest.StartN(GinkgoTB(), 3, redistest.Options{})
 		var addrs []locksv1alpha1.HostPort
 		for _, s := range servers {
@@ -165,6 +201,7 @@ var _ = Describe("The Redlock backend on three real redis-servers", func() {
 		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendRedlock,
 			Redlock: &locksv1alpha1.RedlockBackend{Addresses: addrs}})
 		handoffStory(name)
+		severalStory(name)
 	})
 })
 
@@ -191,11 +228,12 @@ var _ = Describe("The Redlock backend with one of three nodes down", func() {
 })
 
 var _ = Describe("The etcd backend on a real etcd", func() {
-	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
+	It("is probed Ready and hands a lock over in order with increasing tokens, and holds two of its locks together", func() {
 		member := etcdtest.Start(GinkgoTB())
 		name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendEtcd,
 			Etcd: &locksv1alpha1.EtcdBackend{Endpoints: []locksv1alpha1.EtcdEndpoint{locksv1alpha1.EtcdEndpoint(member.Endpoint())}}})
 		handoffStory(name)
+		severalStory(name)
 	})
 
 	It("reports a dead endpoint as not Ready and grants nothing", func() {
@@ -242,8 +280,10 @@ var _ = Describe("The ZooKeeper backend on a real ZooKeeper", func() {
 				SessionTimeoutSeconds: 4}}
 	}
 
-	It("is probed Ready and hands a lock over in order with increasing tokens", func() {
-		handoffStory(newReadyBackend(zkBackend(zktest.Start(GinkgoTB()))))
+	It("is probed Ready and hands a lock over in order with increasing tokens, and holds two of its locks together", func() {
+		name := newReadyBackend(zkBackend(zktest.Start(GinkgoTB())))
+		handoffStory(name)
+		severalStory(name)
 	})
 
 	It("reports a dead server as not Ready and grants nothing", func() {
@@ -338,10 +378,12 @@ var sqlDatabases = []struct {
 
 var _ = Describe("The SQL backend on real databases", func() {
 	for _, db := range sqlDatabases {
-		It("is probed Ready on "+db.name+" and hands a lock over in order with increasing tokens", func() {
+		It("is probed Ready on "+db.name+" and hands a lock over in order with increasing tokens, and holds two of its locks together", func() {
 			server := db.start(GinkgoTB())
-			handoffStory(newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
-				SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSN())}}))
+			name := newReadyBackend(locksv1alpha1.LockBackendSpec{Type: locksv1alpha1.BackendSQL,
+				SQL: &locksv1alpha1.SQLBackend{Driver: db.driver, DSNSecretRef: newDSNSecret(server.DSN())}})
+			handoffStory(name)
+			severalStory(name)
 		})
 
 		It("reports a wrong password on "+db.name+" as not Ready without revealing it, and grants nothing", func() {

@@ -108,7 +108,7 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
-	name := locksv1alpha1.PodClaimName(pod.Name, pod.UID, lockName)
+	name := podClaimName(pod.Name, pod.UID, lockName)
 	claim, err := r.ownClaim(ctx, pod, name, lockName)
 	switch {
 	case errors.Is(err, errForgedClaim):
@@ -140,6 +140,41 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return r.followClaim(ctx, pod, claim)
 }
 
+// Several locks: a pod annotated with a comma-separated list of 2 to 8 locks holds them together
+// (spec.lockNames). In this file lockName is then the list in name order, joined by commas
+// (locksv1alpha1.LocksLabel): the key of the pod's hold, its claim's name and its messages.
+
+// parseLockAnnotation reads the lock annotation's value: one lock, or 2 to 8 separated by commas;
+// the result is the locks in name order joined by commas, or a message saying what is wrong.
+func parseLockAnnotation(value string) (label, problem string) {
+	var names []string
+	seen := map[string]bool{}
+	for n := range strings.SplitSeq(value, ",") {
+		n = strings.TrimSpace(n)
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			return "", fmt.Sprintf("%q is not a DistributedLock name: %s", n, errs[0])
+		}
+		if seen[n] {
+			return "", fmt.Sprintf("it names %q twice", n)
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	if len(names) > 8 {
+		return "", fmt.Sprintf("it names %d locks; a pod holds at most 8 together", len(names))
+	}
+	slices.Sort(names)
+	return locksv1alpha1.LocksLabel(names), ""
+}
+
+// lockNamesOf are the locks of a label that parseLockAnnotation made.
+func lockNamesOf(label string) []string { return strings.Split(label, ",") }
+
+// podClaimName is the name of the claim made for pod (with UID uid) and the locks of label.
+func podClaimName(pod string, uid types.UID, label string) string {
+	return locksv1alpha1.PodClaimNameOfLocks(pod, uid, lockNamesOf(label))
+}
+
 // asksForLock says whether the pod goes on to its claim, and names its lock. A pod that has
 // finished, or carries the gate without the annotation, or is terminating, or names no valid
 // lock, stops here: with an event for a mistake, and with the role label standby for an
@@ -162,11 +197,13 @@ func (r *PodLockReconciler) asksForLock(ctx context.Context, pod *corev1.Pod) (l
 		// A terminating holder keeps its lock until its pod is gone, but takes no new traffic.
 		return "", false, r.markStandby(ctx, pod, lockName)
 	}
-	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
+	label, problem := parseLockAnnotation(lockName)
+	if problem != "" {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
+			"Annotation %s=%q names no DistributedLock to hold, or 2 to 8 separated by commas: %s", locksv1alpha1.PodLockAnnotation, lockName, problem)
 		return "", false, r.markStandby(ctx, pod, lockName)
 	}
+	lockName = label
 	if !lockWaitValid(pod) {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockWaitAnnotation", "WaitForLock",
 			"Annotation %s=%q is neither %s nor %s: the pod waits as %s (not scheduled until it holds lock %s)",
@@ -181,7 +218,7 @@ func (r *PodLockReconciler) asksForLock(ctx context.Context, pod *corev1.Pod) (l
 // the lock whose hold ended has lost its label; labelled standby while it waits or after its claim
 // ended.
 func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (ctrl.Result, error) {
-	lockName := claim.Spec.LockName
+	lockName := locksv1alpha1.LocksLabel(claim.Spec.Locks())
 	if annotated, changed := modeChanged(pod, claim); changed {
 		// The claim's mode is immutable: the pod keeps its place (or its hold) in that mode.
 		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockModeChanged", "WaitForLock",
@@ -195,21 +232,33 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 	}
 	switch claim.Status.Phase {
 	case locksv1alpha1.ClaimHeld, locksv1alpha1.ClaimPending, "":
-		lock, err := r.cachedLock(ctx, pod.Namespace, lockName)
-		if err != nil {
-			return ctrl.Result{}, err
+		locks := make([]*locksv1alpha1.DistributedLock, 0, 1)
+		for _, name := range claim.Spec.Locks() {
+			lock, err := r.cachedLock(ctx, pod.Namespace, name)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			locks = append(locks, lock)
 		}
-		hold, held := seams.podHold(pod, claim, lock)
+		// A claim of several locks holds by its own status alone: its records name it one by one
+		// before it holds them all.
+		var recordOf *locksv1alpha1.DistributedLock
+		if len(locks) == 1 {
+			recordOf = locks[0]
+		}
+		hold, held := seams.podHold(pod, claim, recordOf)
 		if !held {
 			r.reportWaiting(pod, claim)
 			break
 		}
 		if pod.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
-			if lock != nil && !seams.recordNames(lock, claim) {
-				// The record says who else holds; the engine writes it before the claim.
-				return ctrl.Result{RequeueAfter: lockCacheBehind}, nil
+			for _, lock := range locks {
+				if lock != nil && !seams.recordNames(lock, claim) {
+					// The record says who else holds; the engine writes it before the claim.
+					return ctrl.Result{RequeueAfter: lockCacheBehind}, nil
+				}
 			}
-			if err := r.clearStaleHolders(ctx, pod, lockName, lock); err != nil {
+			if err := r.clearStaleHolders(ctx, pod, lockName, locks); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -275,7 +324,7 @@ func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, 
 // madeFor says whether claim is one the controller makes for holder on lock lockName: that lock,
 // and that holder exactly (a pod, or a workload object), with no identity of its own.
 func madeFor(claim *locksv1alpha1.LockClaim, lockName string, holder locksv1alpha1.ClaimHolder) bool {
-	return claim.Spec.LockName == lockName && claim.Spec.Holder != nil && equality.Semantic.DeepEqual(*claim.Spec.Holder, holder)
+	return locksv1alpha1.LocksLabel(claim.Spec.Locks()) == lockName && claim.Spec.Holder != nil && equality.Semantic.DeepEqual(*claim.Spec.Holder, holder)
 }
 
 // heldBefore says whether the pod held its lock once: the pod lock controller writes the token
@@ -309,11 +358,19 @@ func (r *PodLockReconciler) claimLost(ctx context.Context, pod *corev1.Pod, lock
 	r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonClaimDeleted, "WaitForLock",
 		"LockClaim %s was deleted while this pod held lock %s with fencing token %s: the pod no longer holds the lock and is not queued again; delete the pod to queue again",
 		name, lockName, pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation])
-	lock := &locksv1alpha1.DistributedLock{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: lockName}, lock); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	evict := false
+	for _, name := range lockNamesOf(lockName) {
+		lock := &locksv1alpha1.DistributedLock{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, lock); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return ctrl.Result{}, err
+		}
+		// Of several locks, any one whose lossPolicy is Evict evicts the pod.
+		evict = evict || lock.Spec.LossPolicy == locksv1alpha1.LossPolicyEvict
 	}
-	if lock.Spec.LossPolicy != locksv1alpha1.LossPolicyEvict {
+	if !evict {
 		return ctrl.Result{}, nil
 	}
 	if err := r.Guard.Check(); err != nil {
@@ -360,6 +417,9 @@ func (r *PodLockReconciler) createClaim(ctx context.Context, pod *corev1.Pod, lo
 				Controller: &controller}},
 		},
 		Spec: locksv1alpha1.LockClaimSpec{LockName: lockName, Mode: mode, Priority: priority, Holder: &locksv1alpha1.ClaimHolder{PodName: pod.Name}},
+	}
+	if names := lockNamesOf(lockName); len(names) > 1 {
+		claim.Spec.LockName, claim.Spec.LockNames = "", names
 	}
 	if err := r.Create(ctx, claim); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -500,7 +560,7 @@ func (r *PodLockReconciler) reportWaiting(pod *corev1.Pod, claim *locksv1alpha1.
 // removes the scheduling gate, in one patch: whoever sees the gate gone or the role holder also
 // sees the token.
 func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim, hold podHoldOf) error {
-	token := strconv.FormatInt(hold.token, 10)
+	token := podTokenValue(claim, hold)
 	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == locksv1alpha1.PodSchedulingGate
 	})
@@ -522,15 +582,32 @@ func (r *PodLockReconciler) markHolder(ctx context.Context, pod *corev1.Pod, cla
 	if err := r.Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		return fmt.Errorf("annotating pod %s with its fencing token: %w", pod.Name, err)
 	}
+	label := locksv1alpha1.LocksLabel(claim.Spec.Locks())
 	if cameNow {
-		r.failovers.holderCame(types.NamespacedName{Namespace: pod.Namespace, Name: claim.Spec.LockName})
+		r.failovers.holderCame(types.NamespacedName{Namespace: pod.Namespace, Name: label})
 	}
-	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
+	msg := fmt.Sprintf("Lock %s held with fencing token %s", label, token)
+	if len(claim.Status.Locks) > 0 {
+		msg = fmt.Sprintf("Locks %s held together with fencing tokens %s", label, token)
+	}
 	if gated {
 		msg += "; scheduling gate lifted"
 	}
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
 	return nil
+}
+
+// podTokenValue is the fencing-token annotation of a pod whose claim holds: the token; for a
+// claim of several locks, LOCK=TOKEN pairs in name order joined by commas.
+func podTokenValue(claim *locksv1alpha1.LockClaim, hold podHoldOf) string {
+	if len(claim.Spec.LockNames) == 0 {
+		return strconv.FormatInt(hold.token, 10)
+	}
+	pairs := make([]string, len(claim.Status.Locks))
+	for i, part := range claim.Status.Locks {
+		pairs[i] = fmt.Sprintf("%s=%d", part.LockName, part.FencingToken)
+	}
+	return strings.Join(pairs, ",")
 }
 
 // holderPatch is the strategic merge patch that marks a pod as the holder: it sets the token and

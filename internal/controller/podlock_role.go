@@ -51,11 +51,13 @@ func staleHolders(pods []corev1.Pod, self types.UID, lock string, recorded map[s
 	var stale []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.UID == self || p.Annotations[locksv1alpha1.PodLockAnnotation] != lock ||
-			p.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
+		if p.UID == self || p.Labels[locksv1alpha1.PodRoleLabel] != locksv1alpha1.PodRoleHolder {
 			continue
 		}
-		if !recorded[locksv1alpha1.PodClaimName(p.Name, p.UID, lock)] {
+		if label, _ := parseLockAnnotation(p.Annotations[locksv1alpha1.PodLockAnnotation]); label != lock {
+			continue
+		}
+		if !recorded[podClaimName(p.Name, p.UID, lock)] {
 			stale = append(stale, p)
 		}
 	}
@@ -106,13 +108,20 @@ const lockCacheBehind = 100 * time.Millisecond
 // (staleHolders) before pod, whose claim lock's record names, is labelled holder: the two labels
 // are written by two reconciles of two pods, which nothing else orders. lock nil (deleted) leaves
 // the other pods to their own reconciles.
-func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.Pod, lockName string, lock *locksv1alpha1.DistributedLock) error {
-	if lock == nil {
-		return nil
+func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.Pod, lockName string, locks []*locksv1alpha1.DistributedLock) error {
+	// A claim is recorded when every one of its locks' records names it (several locks: all).
+	names := map[string]int{}
+	for _, lock := range locks {
+		if lock == nil {
+			return nil
+		}
+		for _, h := range lock.Status.CurrentHolders() {
+			names[h.Claim]++
+		}
 	}
 	recorded := map[string]bool{}
-	for _, h := range lock.Status.CurrentHolders() {
-		recorded[h.Claim] = true
+	for claim, n := range names {
+		recorded[claim] = n == len(locks)
 	}
 	labelled, err := r.Pods.ListWithRole(pod.Namespace, locksv1alpha1.PodRoleHolder)
 	if err != nil {

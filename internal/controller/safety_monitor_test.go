@@ -91,7 +91,6 @@ func (m *safetyMonitor) observe(t watch.EventType, c *locksv1alpha1.LockClaim) {
 		return
 	}
 	id := c.Namespace + "/" + c.Name
-	lock := c.Namespace + "/" + c.Spec.LockName
 	prev := m.phase[id]
 	if t == watch.Deleted {
 		delete(m.phase, id)
@@ -99,18 +98,45 @@ func (m *safetyMonitor) observe(t watch.EventType, c *locksv1alpha1.LockClaim) {
 	}
 	m.phase[id] = c.DeepCopy()
 
-	// A claim being deleted is released by its deletion: the controller hands the lock on
-	// without writing its status again, and takes its finalizer off after.
 	if !heldNow(c) {
 		return
 	}
-	if prev == nil || prev.Status.Phase != locksv1alpha1.ClaimHeld {
-		m.checkToken(id, lock, c.Status.HolderIdentity, c.Status.FencingToken)
+	// A claim of several locks holds each of them with a token of its own.
+	for _, part := range heldParts(c) {
+		lock := c.Namespace + "/" + part.LockName
+		if prev == nil || prev.Status.Phase != locksv1alpha1.ClaimHeld {
+			m.checkToken(id, lock, c.Status.HolderIdentity, part.FencingToken)
+		}
+		m.checkHolders(id, c, part.LockName)
 	}
+}
+
+// heldParts are the locks held claim c holds and the token of each.
+func heldParts(c *locksv1alpha1.LockClaim) []locksv1alpha1.ClaimLock {
+	if len(c.Spec.LockNames) > 0 {
+		return c.Status.Locks
+	}
+	return []locksv1alpha1.ClaimLock{{LockName: c.Spec.LockName, FencingToken: c.Status.FencingToken}}
+}
+
+// holdsLock says whether claim o, Held, holds lockName.
+func holdsLock(o *locksv1alpha1.LockClaim, lockName string) bool {
+	for _, part := range heldParts(o) {
+		if part.LockName == lockName {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHolders reports lockName held by more claims than its places allow, counting held claim
+// c (id) and every other claim Held on it.
+func (m *safetyMonitor) checkHolders(id string, c *locksv1alpha1.LockClaim, lockName string) {
+	lock := c.Namespace + "/" + lockName
 	identities := map[string]bool{c.Status.HolderIdentity: true}
 	exclusive := c.Spec.Mode == locksv1alpha1.LockModeExclusive
 	for otherID, o := range m.phase {
-		if otherID != id && o.Namespace == c.Namespace && o.Spec.LockName == c.Spec.LockName && heldNow(o) {
+		if otherID != id && o.Namespace == c.Namespace && heldNow(o) && holdsLock(o, lockName) {
 			identities[o.Status.HolderIdentity] = true
 			exclusive = exclusive || o.Spec.Mode == locksv1alpha1.LockModeExclusive
 		}
@@ -118,7 +144,7 @@ func (m *safetyMonitor) observe(t watch.EventType, c *locksv1alpha1.LockClaim) {
 	if len(identities) < 2 {
 		return
 	}
-	places := m.placesOf(c.Namespace, c.Spec.LockName, int32(len(identities)))
+	places := m.placesOf(c.Namespace, lockName, int32(len(identities)))
 	switch {
 	case exclusive || places <= 1:
 		m.violate("claim %s of lock %s is Held beside another holder while the lock is held exclusively (%d holders, %d place(s))", id, lock, len(identities), places)
@@ -127,8 +153,6 @@ func (m *safetyMonitor) observe(t watch.EventType, c *locksv1alpha1.LockClaim) {
 	}
 }
 
-// checkToken checks the token of a claim that has just become Held: a token issued before is
-// only ever shared by the identity it was issued to, and a new one is above all before it.
 func (m *safetyMonitor) checkToken(id, lock, identity string, token int64) {
 	issued := m.issued[lock]
 	if issued == nil {

@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -80,7 +79,7 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !asks {
 		return ctrl.Result{}, nil
 	}
-	name := locksv1alpha1.WorkloadClaimName(obj.GetName(), obj.GetUID(), lockName)
+	name := podClaimName(obj.GetName(), obj.GetUID(), lockName) // WorkloadClaimName, for one lock or several
 	claim, err := r.ownClaim(ctx, obj, name, lockName)
 	switch {
 	case errors.Is(err, errForgedClaim):
@@ -133,12 +132,13 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 	if outcome, _ := workloads.Finished(r.Kind, obj); outcome != workloads.Running {
 		return "", false
 	}
-	if errs := validation.IsDNS1123Subdomain(lockName); len(errs) > 0 {
+	label, problem := parseLockAnnotation(lockName)
+	if problem != "" {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q is not a DistributedLock name: %s", locksv1alpha1.PodLockAnnotation, lockName, errs[0])
+			"Annotation %s=%q names no DistributedLock to hold, or 2 to 8 separated by commas: %s", locksv1alpha1.PodLockAnnotation, lockName, problem)
 		return "", false
 	}
-	return lockName, true
+	return label, true
 }
 
 // ownClaim returns the object's claim called name for lockName; nil when there is none,
@@ -165,6 +165,9 @@ func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructu
 		return nil, nil
 	}
 	spec.LockName = lockName
+	if names := lockNamesOf(lockName); len(names) > 1 {
+		spec.LockName, spec.LockNames = "", names
+	}
 	spec.Holder = &locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
 		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}}
 	controller := true
@@ -244,7 +247,7 @@ func (r *WorkloadLockReconciler) followClaim(ctx context.Context, obj *unstructu
 		if workloads.Suspended(r.Kind, obj) {
 			r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "LockNotAcquired", "WaitForLock",
 				"LockClaim %s for lock %s ended with phase %s (%s): the %s stays suspended and is not queued again; delete it, or create a new one to queue again",
-				claim.Name, claim.Spec.LockName, claim.Status.Phase, acquiredReason(claim), r.Kind.GVK.Kind)
+				claim.Name, locksv1alpha1.LocksLabel(claim.Spec.Locks()), claim.Status.Phase, acquiredReason(claim), r.Kind.GVK.Kind)
 		}
 	}
 	return nil
@@ -264,7 +267,7 @@ func acquiredReason(claim *locksv1alpha1.LockClaim) string {
 // (workloads.ResumePatch); an object that runs already (created running) only gets the token
 // annotations. Nothing is written when the object carries the token already and runs.
 func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
-	token := strconv.FormatInt(claim.Status.FencingToken, 10)
+	token := podTokenValue(claim, podHoldOf{token: claim.Status.FencingToken})
 	suspended := workloads.Suspended(r.Kind, obj)
 	if !suspended && obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation] == token {
 		return nil
@@ -286,6 +289,9 @@ func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.U
 		return fmt.Errorf("resuming %s %s with its fencing token: %w", r.Kind.GVK.Kind, obj.GetName(), err)
 	}
 	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
+	if len(claim.Spec.LockNames) > 0 {
+		msg = fmt.Sprintf("Locks %s held together with fencing tokens %s", locksv1alpha1.LocksLabel(claim.Spec.Locks()), token)
+	}
 	if suspended {
 		msg += "; resumed"
 	}

@@ -40,7 +40,9 @@ limitations under the License.
 // by one against a fake client, backends/fake and a real Renewer (steps_*_test.go); the
 // controller suite runs the whole engine against a real API server.
 //
-// A grant goes through five files: reconciler.go (the pass), scope.go (what it read), queue.go
+// A claim of several locks (spec.lockNames) is filed under each of its locks; each lock's pass
+// works on the claim's part on that lock (several.go), and its home lock's pass grants all the
+// locks at once (joint.go). A grant goes through five files: reconciler.go (the pass), scope.go (what it read), queue.go
 // (the backend acquire), decide.go (who is granted, what the claims say) and write.go (the lock
 // record, then the claims).
 //

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,8 +43,25 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
 	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
 	unreleased := make([]bool, len(recs))
+	aside := make([]bool, len(recs))
 	for _, c := range s.claims {
 		i := recordIndex(recs, c)
+		if i >= 0 && s.whole[c.UID] != nil {
+			switch partFateOf(s.whole[c.UID], s.name.Name, recs[i].FencingToken) {
+			case partEnded:
+				ended[i] = append(ended[i], c)
+				continue
+			case partMarked:
+				markPartial(c, s.name.Name, recs[i].FencingToken)
+				aside[i] = true
+				s.wait = soonest(s.wait, staleRetry)
+				continue
+			case partGivenBack:
+				givenBack(c, s.name.Name)
+				ended[i] = append(ended[i], c)
+				continue
+			}
+		}
 		switch {
 		case i >= 0:
 			end := seams.holderEnding(holderFacts{
@@ -71,6 +89,11 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	var kept []locksv1alpha1.LockHolder
 	for i := range recs {
 		rec := &recs[i]
+		if aside[i] && len(keep[i]) == 0 {
+			// Left by a grant that stopped half way: kept, unrenewed, until the claim lists it.
+			kept = append(kept, *rec)
+			continue
+		}
 		if len(keep[i]) == 0 {
 			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
 				return err
@@ -273,8 +296,12 @@ func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
 // confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
-func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) error {
+func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) error {
 	for _, c := range s.holders {
+		if several(c) {
+			r.refreshParts(ctx, s, c)
+			continue
+		}
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
 		if !tracked || h.Lost {
 			continue
@@ -288,4 +315,57 @@ func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) error {
 		}
 	}
 	return nil
+}
+
+// refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home
+// lock's pass only, and for every part at once, each from the Renewer's latest confirmation of
+// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is
+// rewritten once per refresh rather than once per lock (each a write of the same claim, racing the
+// others'). The other locks are read from the cache, for their keys and the backend identities
+// their records name.
+func (r *Reconciler) refreshParts(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) {
+	if homeLock(c) != s.name.Name {
+		return
+	}
+	var earliest *time.Time
+	if t := earliestExpiry(c.Status.Locks); t != nil {
+		earliest = &t.Time
+	}
+	if !refreshDue(earliest, s.ttl, s.now) {
+		return
+	}
+	for i := range c.Status.Locks {
+		part := &c.Status.Locks[i]
+		key, ok := r.partHoldKey(ctx, s, c, *part)
+		if !ok {
+			continue
+		}
+		h, tracked := r.Renewer.Lookup(key)
+		if !tracked || h.Lost || (part.ExpireTime != nil && !h.Lease.ExpireTime.After(part.ExpireTime.Time)) {
+			continue
+		}
+		part.ExpireTime = micro(h.Lease.ExpireTime)
+		if part.LockName == s.name.Name {
+			markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
+		}
+	}
+}
+
+// partHoldKey names the hold of held several-lock claim c on part's lock: this pass's lock, or
+// another of the claim's locks read from the cache; ok is false when that lock's record has no
+// entry of the claim's identity with the part's token.
+func (r *Reconciler) partHoldKey(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim, part locksv1alpha1.ClaimLock) (renewal.HoldKey, bool) {
+	if part.LockName == s.name.Name {
+		return s.holdKey(c.Status.HolderIdentity), true
+	}
+	l := &locksv1alpha1.DistributedLock{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: s.name.Namespace, Name: part.LockName}, l); err != nil {
+		return renewal.HoldKey{}, false
+	}
+	for _, rec := range l.Status.CurrentHolders() {
+		if rec.Identity == c.Status.HolderIdentity && rec.FencingToken == part.FencingToken {
+			return renewal.HoldKey{Backend: s.backendName, Key: l.BackendKey(s.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
+		}
+	}
+	return renewal.HoldKey{}, false
 }

@@ -73,7 +73,7 @@ const (
 // fieldIndexes are the field indexes every reconciler relies on.
 var fieldIndexes = []fieldIndex{
 	{&locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
-		return []string{o.(*locksv1alpha1.LockClaim).Spec.LockName}
+		return claimLocks(o.(*locksv1alpha1.LockClaim))
 	}, namespaced},
 	{&locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
 		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {

@@ -34,6 +34,9 @@ import (
 // In a build with the mutants tag, the engine's seams (seams.go) take the deliberate bugs that
 // LOCKWARDEN_MUTANT lists. docs/reliability.md says which checker catches each.
 func init() {
+	if mutant.Active(mutant.GrantOneByOne) {
+		seams.jointOthers = func(*locksv1alpha1.LockClaim) []string { return nil } // Held with the first lock alone
+	}
 	if mutant.Active(mutant.IgnorePlaces) {
 		next := seams.planGrants
 		seams.planGrants = func(queue []waiterSlot, holds []holdSlot, maxHolders int32) int {

@@ -60,7 +60,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	var queue []*queued
 	var asides []aside
 	for _, c := range s.claims {
-		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() {
+		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() || s.givingBack(c) {
 			continue
 		}
 		var podName string
@@ -81,7 +81,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 			m := *v.missing
 			m.created = c.CreationTimestamp.Time
 			asides = append(asides, aside{claim: c, missing: m})
-		case !r.joinHold(s, c):
+		case several(c) || !r.joinHold(s, c):
 			queue = append(queue, &queued{claim: c})
 		}
 	}
@@ -91,12 +91,26 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	}
 	r.markAside(s, asides)
 	delayed := s.lockDelayed()
-	planned := 0
-	if s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed {
-		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
-		planned = min(seams.planGrants(s.waiterSlots(queue), s.holdSlots(), s.maxHolders()), fencing.PerWrite)
+	grantable := s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && !delayed
+	// Several-lock claims are granted all their locks at once, by their home lock's pass
+	// (joint.go); the claims behind one are granted as if it were not there, until its bound.
+	line, ready := lineUp(s.lineSlots(queue), s.holdSlots(), s.maxHolders())
+	if grantable && ready >= 0 {
+		if err := r.serveSeveral(ctx, s, queue[ready]); err != nil {
+			return err
+		}
 	}
-	if planned > 0 {
+	// (serveSeveral wrote the ended holds before it took any key, as below.)
+	inLine := make([]*queued, len(line))
+	for i, at := range line {
+		inLine[i] = queue[at]
+	}
+	planned := 0
+	if grantable {
+		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
+		planned = min(seams.planGrants(s.waiterSlots(inLine), s.holdSlots(), s.maxHolders()), fencing.PerWrite-len(s.grants))
+	}
+	if planned > 0 || len(s.grants) > 0 {
 		// The holds that ended say so before the key goes to anyone else: whoever reads claims
 		// then never sees a claim Held while the backend holds its key for another.
 		if err := r.writeEndedHolds(ctx, s); err != nil {
@@ -105,7 +119,7 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 	}
 	tried := 0
 	for tried < planned {
-		q := queue[tried]
+		q := inLine[tried]
 		if s.grantedIdentity(s.identityOf(q.claim)) {
 			// It shares a place granted in this pass, whose token is not issued yet: it joins
 			// the hold in the next pass, and those behind it wait for that.
@@ -122,8 +136,26 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 			break
 		}
 	}
-	r.markQueue(s, queue[len(s.grants):], delayed)
+	r.markQueue(s, notGranted(queue, s.grants), delayed)
 	return nil
+}
+
+// notGranted is the queue without the claims granted in this pass.
+func notGranted(queue []*queued, grants []grant) []*queued {
+	if len(grants) == 0 {
+		return queue
+	}
+	granted := make(map[*locksv1alpha1.LockClaim]bool, len(grants))
+	for _, g := range grants {
+		granted[g.claim] = true
+	}
+	rest := make([]*queued, 0, len(queue))
+	for _, q := range queue {
+		if !granted[q.claim] {
+			rest = append(rest, q)
+		}
+	}
+	return rest
 }
 
 // holdToJoin is the recorded hold that waiting claim c may join: the one of c's identity, if its
@@ -299,7 +331,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) {
 		// lock's key grants nothing only for that: the next pass, about a tenth of a second
 		// later, grants and places the waiters behind; a place written now would be out of
 		// date by then, and would cost a write per waiter of a new lock.
-		if !q.tried && !s.keyTaken {
+		if !q.tried && !s.keyTaken && (!several(c) || homeLock(c) == s.name.Name) {
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
 			markWaiting(c, shownPosition(s.read[c.UID].Status.QueuePosition, w.position), w.ready, w.reason, w.message)

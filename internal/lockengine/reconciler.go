@@ -140,6 +140,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// them back here: a step that fails after an acquire must not leave a key on the backend
 	// that no lock record names until its TTL runs out.
 	defer func() { err = errors.Join(err, r.giveBack(ctx, s)) }()
+	// A joint grant's other locks: their keys no record names go back too, and their passes go.
+	defer func() { err = errors.Join(err, r.endJoint(ctx, s)) }()
 	if s.lock.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(s.lock, locksv1alpha1.Finalizer) {
 		if err := r.Update(ctx, s.lock); err != nil {
 			return ctrl.Result{}, err
@@ -147,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.written.note(s.lock)
 		s.readLock = s.lock.DeepCopy()
 	}
-	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeClaims, r.shedFinalizers, r.finishDeletes}
+	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeJoint, r.writeClaims, r.shedFinalizers, r.finishDeletes}
 	for _, step := range steps {
 		if err := step(ctx, s); err != nil {
 			return ctrl.Result{}, err
@@ -196,7 +198,11 @@ func (r *Reconciler) wake(lock types.NamespacedName) {
 func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
 	c := &locksv1alpha1.LockClaim{}
 	if err := r.Get(context.Background(), claim, c); err == nil {
-		r.wake(types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName})
+		// A several-lock claim's loss ends its hold of every lock: each lock's pass releases its
+		// part once the claim says Lost (several.go).
+		for _, lock := range claimLocks(c) {
+			r.wake(types.NamespacedName{Namespace: c.Namespace, Name: lock})
+		}
 		return
 	}
 	// Gone, but its lock's record may still name it (a claim deleted with its pod's foreground
@@ -255,15 +261,20 @@ func (r *Reconciler) prepare() {
 	r.Keys.OnRelease(r.wake)
 }
 
-// lockOfClaim maps a claim to the lock it names.
+// lockOfClaim maps a claim to the locks it names: one, or each of a several-lock claim's.
 func (r *Reconciler) lockOfClaim(_ context.Context, o client.Object) []ctrl.Request {
 	c, ok := o.(*locksv1alpha1.LockClaim)
 	if !ok {
 		return nil
 	}
-	lock := types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.LockName}
-	r.trace(TraceClaimEvent, lock, c.Name)
-	return []ctrl.Request{{NamespacedName: lock}}
+	names := claimLocks(c)
+	reqs := make([]ctrl.Request, 0, len(names))
+	for _, name := range names {
+		lock := types.NamespacedName{Namespace: c.Namespace, Name: name}
+		r.trace(TraceClaimEvent, lock, c.Name)
+		reqs = append(reqs, ctrl.Request{NamespacedName: lock})
+	}
+	return reqs
 }
 
 // locksOfPod maps a pod to the locks of the claims held or queued for it.
@@ -311,7 +322,9 @@ func (r *Reconciler) locksOfClaimsNaming(ctx context.Context, o client.Object, i
 	// Only the lock names are read: the cache's own objects will do, uncopied.
 	if err := r.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: key}, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range claims.Items {
-			add(claims.Items[i].Spec.LockName)
+			for _, name := range claimLocks(&claims.Items[i]) {
+				add(name)
+			}
 		}
 	}
 	for _, req := range r.locksRecording(ctx, o.GetNamespace(), recordKey) {

@@ -186,6 +186,15 @@ func (r *Reconciler) loadHolders(ctx context.Context, name types.NamespacedName)
 func (r *Reconciler) nextRefresh(s *lockScope) time.Duration {
 	var wait time.Duration
 	for _, c := range s.holders {
+		if several(c) {
+			// Its home lock's pass refreshes every part at once (refreshParts), from the earliest.
+			if homeLock(c) == s.name.Name {
+				if t := earliestExpiry(c.Status.Locks); t != nil {
+					wait = soonest(wait, refreshWait(t.Time, s.ttl, s.now))
+				}
+			}
+			continue
+		}
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
 		if !tracked || h.Lost || c.Status.ExpireTime == nil {
 			continue

@@ -72,6 +72,10 @@ type passRead struct {
 	// as claims are written; readMu guards it while they are written in parallel.
 	read   map[types.UID]*locksv1alpha1.LockClaim
 	readMu sync.Mutex
+	// whole holds, by UID, the several-lock claims as read (guarded by readMu); read holds their
+	// part on this lock (partOn), which is what the steps work on, and writeClaim puts the part
+	// back into the whole claim (withPart).
+	whole map[types.UID]*locksv1alpha1.LockClaim
 	// vanished are, by UID, the claims of s.claims that the lock record names and the cache no
 	// longer has (vanished.go): judged like deleted claims, never written.
 	vanished map[types.UID]bool
@@ -101,6 +105,9 @@ type passRead struct {
 	// key is the lock's backend key and ttl its lease duration.
 	key string
 	ttl time.Duration
+	// keyPolicy is how the backend names its locks' keys (the other locks' of a several-lock
+	// claim too: they are all on this backend).
+	keyPolicy locksv1alpha1.KeyPolicy
 }
 
 // passDecided is what the steps decided, in the order they run.
@@ -124,6 +131,9 @@ type passDecided struct {
 	// retryErr is an error to return once the pass has written what it decided, so that the
 	// work queue retries with backoff (a backend that failed).
 	retryErr error
+	// joint is the joint grant of a several-lock claim under way in this pass (joint.go); nil
+	// when none.
+	joint *joint
 }
 
 // passWrites is what the pass will write: the lock and its claims as read, changed in place by
@@ -429,6 +439,7 @@ func (r *Reconciler) loadHolder(ctx context.Context, s *lockScope, c *locksv1alp
 func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
 	s := &lockScope{name: name, now: r.Clock.Now()}
 	s.read = map[types.UID]*locksv1alpha1.LockClaim{}
+	s.whole = map[types.UID]*locksv1alpha1.LockClaim{}
 	lock := &locksv1alpha1.DistributedLock{}
 	switch err := r.Get(ctx, name, lock); {
 	case apierrors.IsNotFound(err):
@@ -465,6 +476,10 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 		if r.written.behind(read) {
 			return false, nil
 		}
+		if several(read) {
+			s.whole[read.UID] = read
+			read = partOn(read, s.name.Name)
+		}
 		s.read[read.UID] = read
 		if err := take(read); err != nil {
 			return false, err
@@ -478,7 +493,7 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 // Other errors are transient API errors.
 func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
 	use, err := r.Backends.ForLock(ctx, s.lock)
-	s.backendName, s.store, s.key = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy)
+	s.backendName, s.store, s.key, s.keyPolicy = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy), use.KeyPolicy
 	var unusable *registry.UnusableError
 	switch {
 	case errors.As(err, &unusable):

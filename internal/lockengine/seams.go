@@ -57,6 +57,9 @@ var seams = struct {
 	// holdToJoin is the recorded hold a waiting claim may join (reentrancy): the one of its own
 	// identity and its own holder, or nil (queue.go).
 	holdToJoin func(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHolder
+	// jointOthers are the locks a joint grant takes besides the home lock: all of the claim's
+	// others (joint.go).
+	jointOthers func(c *locksv1alpha1.LockClaim) []string
 }{
 	planGrants:   planGrants,
 	grantDelay:   grantDelay,
@@ -75,5 +78,6 @@ var seams = struct {
 	resumeAlive: func(expire time.Time, alive bool, err error) (time.Time, bool, error) {
 		return expire, alive, err
 	},
-	holdToJoin: holdToJoin,
+	holdToJoin:  holdToJoin,
+	jointOthers: func(c *locksv1alpha1.LockClaim) []string { return claimLocks(c)[1:] },
 }

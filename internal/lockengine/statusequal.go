@@ -41,7 +41,21 @@ func sameClaimStatus(a, b *locksv1alpha1.LockClaimStatus) bool {
 		sameMicroTime(a.RenewTime, b.RenewTime) &&
 		sameMicroTime(a.ExpireTime, b.ExpireTime) &&
 		sameMicroTime(a.ReleaseTime, b.ReleaseTime) &&
-		sameConditions(a.Conditions, b.Conditions)
+		sameConditions(a.Conditions, b.Conditions) &&
+		sameLocks(a.Locks, b.Locks)
+}
+
+// sameLocks compares several-lock claims' parts in order; nil and empty are the same.
+func sameLocks(a, b []locksv1alpha1.ClaimLock) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].LockName != b[i].LockName || a[i].FencingToken != b[i].FencingToken || !sameMicroTime(a[i].ExpireTime, b[i].ExpireTime) {
+			return false
+		}
+	}
+	return true
 }
 
 func sameMicroTime(a, b *metav1.MicroTime) bool {

@@ -37,6 +37,7 @@ func fullClaimStatus() locksv1alpha1.LockClaimStatus {
 		HolderIdentity: "web-0", PodUID: "pod-uid", ObjectUID: "object-uid", FencingToken: 7,
 		AcquireTime: &at, RenewTime: &at, ExpireTime: &at, ReleaseTime: &at,
 		LeaseDurationSeconds: 30, QueuePosition: 1, ObservedGeneration: 1,
+		Locks: []locksv1alpha1.ClaimLock{{LockName: "a", FencingToken: 7, ExpireTime: &at}},
 	}
 }
 
@@ -60,6 +61,16 @@ func TestSameClaimStatusComparesEveryField(t *testing.T) {
 				}
 			}
 			changed.Conditions = nil
+		case "Locks":
+			part := reflect.ValueOf(&changed.Locks[0]).Elem()
+			for j := range part.NumField() {
+				again := fullClaimStatus()
+				perturb(t, reflect.ValueOf(&again.Locks[0]).Elem().Field(j), part.Type().Field(j).Name)
+				if sameClaimStatus(&base, &again) {
+					t.Errorf("a change of the part's %s is not seen", part.Type().Field(j).Name)
+				}
+			}
+			changed.Locks = nil
 		default:
 			perturb(t, v, f.Name)
 		}
@@ -111,6 +122,10 @@ func TestSameClaimStatusAgreesWithSemantic(t *testing.T) {
 			s.ExpireTime = &at
 		}},
 		{"no conditions, empty", func(s *locksv1alpha1.LockClaimStatus) { s.Conditions = []metav1.Condition{} }},
+		{"a part's expiry in another zone", func(s *locksv1alpha1.LockClaimStatus) {
+			at := metav1.NewMicroTime(s.Locks[0].ExpireTime.In(berlin))
+			s.Locks[0].ExpireTime = &at
+		}},
 		{"a second condition", func(s *locksv1alpha1.LockClaimStatus) {
 			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Other"})
 		}},

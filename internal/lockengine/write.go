@@ -81,7 +81,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 		s.holders = append(s.holders, g.claim)
 		r.trace(TraceRecordWritten, s.name, g.claim.Name)
 		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
-		ctrl.LoggerFrom(ctx).Info("Lock granted", "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
+		ctrl.LoggerFrom(ctx).Info("Lock granted", "lock", s.name.Name, "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
 	s.grants = nil // recorded: nothing is left to give back
 	return nil
@@ -209,28 +209,38 @@ func inParallel(claims []*locksv1alpha1.LockClaim, limit int, do func(*locksv1al
 // fails the pass, which then starts again from a fresh read.
 func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
 	s.readMu.Lock()
-	before := s.read[c.UID]
+	before, whole := s.read[c.UID], s.whole[c.UID]
 	s.readMu.Unlock()
 	if s.vanished[c.UID] || sameClaimStatus(&before.Status, &c.Status) {
 		return nil
 	}
-	stampArrival(before, c)
+	// A several-lock claim is written whole, with this lock's part put back (several.go).
+	base, out := before, c
+	if whole != nil {
+		base, out = whole, withPart(whole, before, c, s.name.Name)
+	}
+	stampArrival(base, out)
 	if err := r.Guard.Check(); err != nil {
 		return err
 	}
-	if isHeld(c) && !isHeld(before) {
+	if isHeld(out) && !isHeld(base) {
 		failpoint.Pause(failpoint.GrantStatus, c.Namespace+"/"+c.Name)
 	}
-	if err := r.Status().Patch(ctx, c, seams.claimPatch(before)); err != nil {
+	if err := r.Status().Patch(ctx, out, seams.claimPatch(base)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.note(c)
+	r.written.note(out)
 	r.trace(TraceClaimWritten, s.name, c.Name)
 	s.readMu.Lock()
-	s.read[c.UID] = c.DeepCopy()
+	if whole != nil {
+		s.whole[c.UID] = out.DeepCopy()
+		s.read[c.UID] = partOn(out, s.name.Name)
+	} else {
+		s.read[c.UID] = c.DeepCopy()
+	}
 	s.readMu.Unlock()
-	if before.Status.Phase != c.Status.Phase {
-		r.recordTransition(c)
+	if base.Status.Phase != out.Status.Phase {
+		r.recordTransition(out)
 	}
 	return nil
 }
@@ -266,7 +276,7 @@ func (r *Reconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
 		return
 	}
 	if eventType == corev1.EventTypeNormal {
-		record, note := r.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.LockName}, r.Clock.Now())
+		record, note := r.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: homeLock(claim)}, r.Clock.Now())
 		if !record {
 			r.Metrics.EventsDropped.WithLabelValues("hot-lock").Inc()
 			return

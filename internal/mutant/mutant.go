@@ -90,9 +90,13 @@ const (
 	// holds it: reentrancy matched by the lock alone, so a claim of another pod shares the
 	// holder's hold and token.
 	JoinAnyHold Name = "join-any-hold"
+	// GrantOneByOne grants a claim of several locks its first lock and reports it Held then,
+	// without taking the others: Held on a subset of its locks (the hold-and-wait grant the joint
+	// grant exists to avoid).
+	GrantOneByOne Name = "grant-one-by-one"
 )
 
 // All lists every mutant, in the order the harness runs them.
 var All = []Name{GrantUnacquired, TokenReuse, TokenLower, KeepDeadHolder, ReleaseUnchecked, BlindStatus, RenewLost, NoStallGuard, IgnoreLockDelay, KeepCoveredGaps,
 	IgnorePlaces, WriterBesideReaders, KeepHolderLabel, TerminatingHolderLabel, ResumeUnheld, RecordAnyHolder,
-	IgnoreLocalDeadline, ResumeLapsed, JoinAnyHold}
+	IgnoreLocalDeadline, ResumeLapsed, JoinAnyHold, GrantOneByOne}

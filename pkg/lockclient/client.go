@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -129,6 +130,10 @@ type Request struct {
 	Namespace string
 	// Lock is the DistributedLock's name.
 	Lock string
+	// Locks, instead of Lock, names 2 to 8 DistributedLocks of the namespace, all on one
+	// LockBackend, to hold together (spec.lockNames): the claim holds all of them or none, and the
+	// Result gives each one's fencing token (Result.Locks). Exactly one of Lock and Locks is set.
+	Locks []string
 	// Pod is the pod the claim is made for; nil makes a detached claim.
 	Pod *Pod
 	// Mode is how the claim holds the lock (spec.mode): locksv1alpha1.LockModeShared, one of the
@@ -167,8 +172,12 @@ type Result struct {
 	// Mode is the mode the claim asked for (Shared unless Exclusive was asked for). On a lock of
 	// one place a Shared claim holds the lock alone too.
 	Mode locksv1alpha1.LockMode
-	// FencingToken is the token issued at the grant; pass it to the protected resource.
+	// FencingToken is the token issued at the grant; pass it to the protected resource. A claim
+	// of several locks has one per lock instead (Locks), and this is 0.
 	FencingToken int64
+	// Locks, for a claim of several locks (Request.Locks), are its locks in name order and the
+	// token of each hold; a resource guarded by several of them checks each token.
+	Locks []HeldLock
 	// AcquireTime is when the lock was granted; ExpireTime when it expires unless renewed.
 	AcquireTime, ExpireTime time.Time
 	// Waited is how long the call took.
@@ -178,6 +187,41 @@ type Result struct {
 
 	// uid is the claim's UID: a claim of the same name with another UID is another claim.
 	uid types.UID
+}
+
+// HeldLock is one lock of a claim of several locks and the fencing token of its hold.
+type HeldLock struct {
+	Lock         string
+	FencingToken int64
+}
+
+// lockNames are the locks req asks for, in name order.
+func (req Request) lockNames() []string {
+	spec := locksv1alpha1.LockClaimSpec{LockName: req.Lock, LockNames: req.Locks}
+	return spec.Locks()
+}
+
+// label names req's lock, or its locks, in messages.
+func (req Request) label() string { return locksv1alpha1.LocksLabel(req.lockNames()) }
+
+// validLocks says what is wrong with req's Lock and Locks; nil when nothing is.
+func (req Request) validLocks() error {
+	switch {
+	case req.Lock != "" && len(req.Locks) > 0:
+		return errors.New("lockclient: set one of Request.Lock and Request.Locks, not both")
+	case len(req.Locks) == 0:
+		if req.Lock == "" {
+			return errors.New("lockclient: Request needs a Namespace and a Lock")
+		}
+		return nil
+	case len(req.Locks) < 2 || len(req.Locks) > 8:
+		return fmt.Errorf("lockclient: Request.Locks names 2 to 8 locks, not %d (one lock: Request.Lock)", len(req.Locks))
+	case len(req.lockNames()) != len(req.Locks):
+		return fmt.Errorf("lockclient: Request.Locks names a lock twice: %v", req.Locks)
+	case slices.Contains(req.Locks, ""):
+		return errors.New("lockclient: Request.Locks has an empty name")
+	}
+	return nil
 }
 
 // Holder is the pod name of a held claim, or the claim's name when it is detached.
@@ -196,9 +240,9 @@ func ClaimName(pod string, uid types.UID, lock string) string {
 	return locksv1alpha1.PodClaimName(pod, uid, lock)
 }
 
-// PodClaim returns the name of the claim that pod has (or would have) for lock in namespace. It
-// reads the pod only when pod.UID is empty.
-func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock string) (string, error) {
+// PodClaim returns the name of the claim that pod has (or would have) for lock in namespace, or,
+// with more, for lock and more held together. It reads the pod only when pod.UID is empty.
+func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock string, more ...string) (string, error) {
 	if pod.UID == "" {
 		p, err := c.pod(ctx, namespace, pod)
 		if err != nil {
@@ -206,7 +250,7 @@ func (c *Client) PodClaim(ctx context.Context, namespace string, pod Pod, lock s
 		}
 		pod.UID = p.UID
 	}
-	return ClaimName(pod.Name, pod.UID, lock), nil
+	return locksv1alpha1.PodClaimNameOfLocks(pod.Name, pod.UID, append([]string{lock}, more...)), nil
 }
 
 // Acquire creates a claim for req (or, for a pod, finds the one it already has) and waits until
@@ -223,7 +267,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Hold, error) {
 	}
 	claim, reattached, hb, err := c.claim(waitCtx, req)
 	if err != nil {
-		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
+		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.label(), "", err)
 	}
 	res, err := c.wait(waitCtx, claim.Namespace, claim.Name)
 	if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
@@ -233,7 +277,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Hold, error) {
 		}
 	}
 	if err != nil {
-		err = c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, claim.Name, err)
+		err = c.timedOut(ctx, waitCtx, req.Namespace, req.label(), claim.Name, err)
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		// Best effort: a claim left waiting must not be granted to a caller that has given up.
@@ -272,7 +316,7 @@ func (c *Client) queuePosition(ctx context.Context, ns, name string) (lock strin
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, claim); err != nil {
 		return "", 0
 	}
-	return claim.Spec.LockName, claim.Status.QueuePosition
+	return locksv1alpha1.LocksLabel(claim.Spec.Locks()), claim.Status.QueuePosition
 }
 
 // Claim creates the claim that req asks for and returns it. For a pod it first looks for the
@@ -291,8 +335,10 @@ func (c *Client) Claim(ctx context.Context, req Request) (claim *locksv1alpha1.L
 // and starts renewing it; the caller stops it.
 func (c *Client) claim(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, hb *heartbeat, err error) {
 	switch {
-	case req.Namespace == "" || req.Lock == "":
+	case req.Namespace == "":
 		return nil, false, nil, errors.New("lockclient: Request needs a Namespace and a Lock")
+	case req.validLocks() != nil:
+		return nil, false, nil, req.validLocks()
 	case req.Heartbeat < 0:
 		return nil, false, nil, errors.New("lockclient: Request.Heartbeat must not be negative")
 	case req.Heartbeat > 0 && req.Pod != nil:
@@ -300,8 +346,10 @@ func (c *Client) claim(ctx context.Context, req Request) (claim *locksv1alpha1.L
 	case req.Mode != "" && !req.Mode.IsValid():
 		return nil, false, nil, fmt.Errorf("lockclient: Request.Mode must be %s or %s, not %q", locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, req.Mode)
 	}
-	if err := c.lockExists(ctx, req.Namespace, req.Lock); err != nil {
-		return nil, false, nil, err
+	for _, lock := range req.lockNames() {
+		if err := c.lockExists(ctx, req.Namespace, lock); err != nil {
+			return nil, false, nil, err
+		}
 	}
 	if req.Heartbeat > 0 {
 		claim, hb, err := c.claimWithHeartbeat(ctx, req)
@@ -315,7 +363,7 @@ func (c *Client) claim(ctx context.Context, req Request) (claim *locksv1alpha1.L
 func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alpha1.LockClaim, reattached bool, err error) {
 	if req.Pod == nil {
 		claim = newClaim(req)
-		claim.GenerateName = req.Lock + "-"
+		claim.GenerateName = req.lockNames()[0] + "-"
 		if err := c.kube.Create(ctx, claim); err != nil {
 			return nil, false, c.createError(err, req)
 		}
@@ -326,23 +374,23 @@ func (c *Client) claimPlain(ctx context.Context, req Request) (claim *locksv1alp
 	if err != nil {
 		return nil, false, err
 	}
-	name := ClaimName(pod.Name, pod.UID, req.Lock)
+	name := locksv1alpha1.PodClaimNameOfLocks(pod.Name, pod.UID, req.lockNames())
 	for range 5 {
 		existing := &locksv1alpha1.LockClaim{}
 		err := c.kube.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: name}, existing)
 		switch {
-		case err == nil && !ownedBy(existing, pod, req.Lock):
-			return nil, false, fmt.Errorf("LockClaim %s/%s exists but is not pod %s's claim for lock %s", req.Namespace, name, pod.Name, req.Lock)
+		case err == nil && !ownedBy(existing, pod, req.lockNames()):
+			return nil, false, fmt.Errorf("LockClaim %s/%s exists but is not pod %s's claim for lock %s", req.Namespace, name, pod.Name, req.label())
 		case err == nil && existing.DeletionTimestamp.IsZero() && !isFinal(existing.Status.Phase):
 			if req.Mode != "" && claimMode(existing) != req.Mode {
-				return nil, false, &Error{Kind: ErrModeConflict, Namespace: req.Namespace, Lock: req.Lock, Claim: name,
+				return nil, false, &Error{Kind: ErrModeConflict, Namespace: req.Namespace, Lock: req.label(), Claim: name,
 					Detail: fmt.Sprintf("pod %s already has LockClaim %s for lock %q in mode %s, not %s, and a claim's mode cannot change",
-						pod.Name, name, req.Lock, claimMode(existing), req.Mode)}
+						pod.Name, name, req.label(), claimMode(existing), req.Mode)}
 			}
 			if req.Priority != 0 && existing.Spec.Priority != req.Priority {
-				return nil, false, &Error{Kind: ErrPriorityConflict, Namespace: req.Namespace, Lock: req.Lock, Claim: name,
+				return nil, false, &Error{Kind: ErrPriorityConflict, Namespace: req.Namespace, Lock: req.label(), Claim: name,
 					Detail: fmt.Sprintf("pod %s already has LockClaim %s for lock %q at priority %d, not %d, and a claim's priority cannot change",
-						pod.Name, name, req.Lock, existing.Spec.Priority, req.Priority)}
+						pod.Name, name, req.label(), existing.Spec.Priority, req.Priority)}
 			}
 			return existing, true, nil
 		case err == nil:
@@ -377,6 +425,9 @@ func newClaim(req Request) *locksv1alpha1.LockClaim {
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
 		Spec:       locksv1alpha1.LockClaimSpec{LockName: req.Lock, Mode: req.Mode, Priority: req.Priority},
 	}
+	if len(req.Locks) > 0 {
+		claim.Spec.LockName, claim.Spec.LockNames = "", req.lockNames()
+	}
 	if req.Timeout > 0 {
 		secs := math.Ceil(req.Timeout.Seconds())
 		claim.Spec.WaitTimeoutSeconds = ptr.To(int32(min(secs, math.MaxInt32)))
@@ -387,8 +438,8 @@ func newClaim(req Request) *locksv1alpha1.LockClaim {
 func (c *Client) createError(err error, req Request) error {
 	if apierrors.IsNotFound(err) {
 		// The namespace does not exist.
-		return &Error{Kind: ErrLockNotFound, Namespace: req.Namespace, Lock: req.Lock, Err: err,
-			Detail: fmt.Sprintf("lock %q not found in namespace %q", req.Lock, req.Namespace)}
+		return &Error{Kind: ErrLockNotFound, Namespace: req.Namespace, Lock: req.label(), Err: err,
+			Detail: fmt.Sprintf("lock %q not found in namespace %q", req.label(), req.Namespace)}
 	}
 	return apiError(err, "creating LockClaim")
 }
@@ -397,8 +448,8 @@ func (c *Client) createError(err error, req Request) error {
 // pod) makes for pod on lock: owned by the pod, its holder the pod alone. A claim with an
 // identity of its own is not: anyone who may create claims can set an owner reference, and an
 // identity copied from a lock's status once made such a claim share another pod's hold.
-func ownedBy(claim *locksv1alpha1.LockClaim, pod *corev1.Pod, lock string) bool {
-	if claim.Spec.LockName != lock || claim.Spec.Holder == nil || *claim.Spec.Holder != (locksv1alpha1.ClaimHolder{PodName: pod.Name}) {
+func ownedBy(claim *locksv1alpha1.LockClaim, pod *corev1.Pod, locks []string) bool {
+	if !slices.Equal(claim.Spec.Locks(), locks) || claim.Spec.Holder == nil || *claim.Spec.Holder != (locksv1alpha1.ClaimHolder{PodName: pod.Name}) {
 		return false
 	}
 	for _, ref := range claim.OwnerReferences {

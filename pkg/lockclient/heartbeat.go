@@ -200,9 +200,10 @@ func (c *Client) claimWithHeartbeat(ctx context.Context, req Request) (*locksv1a
 	for range 5 {
 		// The claim's name is chosen here, not by the API server (generateName), because the
 		// Lease is named after it and must exist first.
-		name := req.Lock + "-" + utilrand.String(5)
+		first := req.lockNames()[0]
+		name := first + "-" + utilrand.String(5)
 		if len(name) > 253 {
-			name = req.Lock[:253-6] + name[len(name)-6:]
+			name = first[:253-6] + name[len(name)-6:]
 		}
 		hb, err := c.startHeartbeat(ctx, req.Namespace, name, req.Heartbeat)
 		if apierrors.IsAlreadyExists(err) {
@@ -229,7 +230,7 @@ func (c *Client) claimWithHeartbeat(ctx context.Context, req Request) (*locksv1a
 		_ = hb.renew(ctx, claim)
 		return claim, hb, nil
 	}
-	return nil, nil, fmt.Errorf("could not find a free name for a claim on lock %s in namespace %s; try again", req.Lock, req.Namespace)
+	return nil, nil, fmt.Errorf("could not find a free name for a claim on lock %s in namespace %s; try again", req.label(), req.Namespace)
 }
 
 func (c *Client) createHeartbeatError(err error, req Request, name string) error {

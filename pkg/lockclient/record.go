@@ -32,8 +32,8 @@ import (
 // UID (a claim deleted and created again under its name is another claim); nil when the record
 // does not name it.
 func recordedHold(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock) *Result {
-	if claim == nil || lock == nil || claim.UID == "" {
-		return nil
+	if claim == nil || lock == nil || claim.UID == "" || len(claim.Spec.LockNames) > 0 {
+		return nil // a claim of several locks is Held by its own status alone
 	}
 	for _, h := range lock.Status.CurrentHolders() {
 		if h.Claim != claim.Name || h.ClaimUID != claim.UID {

@@ -76,6 +76,9 @@ type HolderStatus struct {
 	FencingToken int64                  `json:"fencingToken"`
 	AcquireTime  time.Time              `json:"acquireTime"`
 	ExpireTime   *time.Time             `json:"expireTime,omitempty"`
+	// Together are the other locks a claim of several locks holds with this one, in name order;
+	// empty for a claim of one lock.
+	Together []string `json:"together,omitempty"`
 	// Role is the holder pod's locks.lockwarden.io/role label: holder, or standby for a pod that
 	// terminates while it still holds (its traffic has moved off). Empty when the pod has no
 	// role label or could not be read (listing pods needs list on pods).
@@ -96,8 +99,11 @@ type QueuedClaim struct {
 	// Priority is the claim's spec.priority: claims of a higher one are granted first.
 	Priority int32     `json:"priority"`
 	Created  time.Time `json:"created"`
-	// Reason is the claim's Acquired reason (Queued, Contended, PodNotFound, ...).
+	// Reason is the claim's Acquired reason (Queued, Contended, WaitingForLocks, PodNotFound, ...).
 	Reason string `json:"reason,omitempty"`
+	// Together are the other locks a claim of several locks waits for with this one, in name
+	// order; empty for a claim of one lock.
+	Together []string `json:"together,omitempty"`
 	// Wait is how the claim's pod waits, for a pod that asks for the lock by annotation:
 	// Standby (it runs as a hot standby, labelled role=standby) or Gated (not scheduled until
 	// it holds). Empty for other claims, or when pods could not be listed.
@@ -115,12 +121,17 @@ func (c *Client) Status(ctx context.Context, namespace, lock string) (*LockStatu
 		return nil, apiError(err, "reading DistributedLock "+lock)
 	}
 	// The server filters by spec.lockName (a selectable field of the CRD), so that a busy
-	// namespace's other claims are not read.
-	claims := &locksv1alpha1.LockClaimList{}
-	if err := c.kube.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{"spec.lockName": lock}); err != nil {
-		return nil, apiError(err, "listing LockClaims")
+	// namespace's other claims are not read: the lock's own, then the claims of several locks
+	// (no spec.lockName), which lockStatus sorts out.
+	var items []locksv1alpha1.LockClaim
+	for _, name := range []string{lock, ""} {
+		claims := &locksv1alpha1.LockClaimList{}
+		if err := c.kube.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{"spec.lockName": name}); err != nil {
+			return nil, apiError(err, "listing LockClaims")
+		}
+		items = append(items, claims.Items...)
 	}
-	s := lockStatus(l, claims.Items)
+	s := lockStatus(l, items)
 	withPodRoles(s, c.annotatedPods(ctx, namespace))
 	return s, nil
 }
@@ -227,14 +238,16 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 	var waiting []*locksv1alpha1.LockClaim
 	for i := range claims {
 		cl := &claims[i]
-		if cl.Spec.LockName != l.Name {
+		if !slices.Contains(cl.Spec.Locks(), l.Name) {
 			continue
 		}
 		if j, ok := byClaim[cl.Name]; ok {
 			h := &s.Holders[j]
 			h.Pod, h.Object = holderOf(cl)
-			// The lock record keeps the expiry of the grant; the claim's follows renewals.
-			if t := cl.Status.ExpireTime; t != nil && cl.Status.Phase == locksv1alpha1.ClaimHeld {
+			h.Together = togetherWith(cl, l.Name)
+			// The lock record keeps the expiry of the grant; the claim's follows renewals (for a
+			// claim of several locks, its entry of this lock does).
+			if t := partExpiry(cl, l.Name); t != nil && cl.Status.Phase == locksv1alpha1.ClaimHeld {
 				expire := t.Time
 				h.ExpireTime = &expire
 			}
@@ -247,7 +260,7 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 	slices.SortFunc(waiting, locksv1alpha1.QueueOrder) // the controller's order
 	for i, cl := range waiting {
 		q := QueuedClaim{Position: i + 1, Claim: cl.Name, Mode: claimMode(cl), Priority: cl.Spec.Priority, Created: cl.CreationTimestamp.Time,
-			Reason: acquiredReason(cl)}
+			Reason: acquiredReason(cl), Together: togetherWith(cl, l.Name)}
 		if places == 1 {
 			q.Mode = locksv1alpha1.LockModeExclusive
 		}
@@ -260,6 +273,28 @@ func lockStatus(l *locksv1alpha1.DistributedLock, claims []locksv1alpha1.LockCla
 		s.Holder = &first
 	}
 	return s
+}
+
+// togetherWith are the locks of claim cl other than lock; nil for a claim of one lock.
+func togetherWith(cl *locksv1alpha1.LockClaim, lock string) []string {
+	if len(cl.Spec.LockNames) == 0 {
+		return nil
+	}
+	return slices.DeleteFunc(cl.Spec.Locks(), func(n string) bool { return n == lock })
+}
+
+// partExpiry is the expiry claim cl shows for its hold of lock: its status.expireTime, or for a
+// claim of several locks the entry of lock in status.locks.
+func partExpiry(cl *locksv1alpha1.LockClaim, lock string) *metav1.MicroTime {
+	if len(cl.Spec.LockNames) == 0 {
+		return cl.Status.ExpireTime
+	}
+	for i := range cl.Status.Locks {
+		if cl.Status.Locks[i].LockName == lock {
+			return cl.Status.Locks[i].ExpireTime
+		}
+	}
+	return nil
 }
 
 // holderOf is the pod, or the workload object as Kind/name, that claim cl holds for.

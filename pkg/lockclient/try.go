@@ -63,7 +63,7 @@ func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
 	defer cancel()
 	claim, reattached, hb, err := c.claim(waitCtx, req)
 	if err != nil {
-		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.Lock, "", err)
+		return nil, c.timedOut(ctx, waitCtx, req.Namespace, req.label(), "", err)
 	}
 	res, err := c.try(waitCtx, claim)
 	if err == nil {
@@ -74,9 +74,9 @@ func (c *Client) TryAcquire(ctx context.Context, req Request) (*Hold, error) {
 		return hold, nil
 	}
 	if waitCtx.Err() != nil && ctx.Err() == nil {
-		err = &Error{Kind: ErrTimedOut, Namespace: req.Namespace, Lock: req.Lock, Claim: claim.Name, Err: context.DeadlineExceeded,
+		err = &Error{Kind: ErrTimedOut, Namespace: req.Namespace, Lock: req.label(), Claim: claim.Name, Err: context.DeadlineExceeded,
 			Detail: fmt.Sprintf("no answer from the lockwarden controller within %s for lock %q in namespace %q (claim %q)",
-				req.Timeout, req.Lock, req.Namespace, claim.Name)}
+				req.Timeout, req.label(), req.Namespace, claim.Name)}
 	}
 	if !reattached {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -94,7 +94,7 @@ func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Resu
 	var res *Result
 	err := c.watchClaim(ctx, claim.Namespace, claim.Name, func(current *locksv1alpha1.LockClaim) (bool, error) {
 		if current == nil || current.UID != claim.UID {
-			return true, &Error{Kind: ErrClaimEnded, Namespace: claim.Namespace, Lock: claim.Spec.LockName, Claim: claim.Name,
+			return true, &Error{Kind: ErrClaimEnded, Namespace: claim.Namespace, Lock: locksLabel(claim), Claim: claim.Name,
 				Detail: fmt.Sprintf("claim %q in namespace %q was deleted before the controller answered", claim.Name, claim.Namespace)}
 		}
 		r, err := c.evaluate(ctx, current)
@@ -105,14 +105,16 @@ func (c *Client) try(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Resu
 		var lock *locksv1alpha1.DistributedLock
 		if needsLockHolder(current) {
 			lock = &locksv1alpha1.DistributedLock{}
-			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: current.Spec.LockName}, lock); err != nil {
-				return true, apiError(err, "reading DistributedLock "+current.Spec.LockName)
+			// A claim of several locks is queued on its home lock, the first in name order.
+			home := current.Spec.Locks()[0]
+			if err := c.kube.Get(ctx, client.ObjectKey{Namespace: current.Namespace, Name: home}, lock); err != nil {
+				return true, apiError(err, "reading DistributedLock "+home)
 			}
 		}
 		if isBusy(current, lock) {
-			return true, &Error{Kind: ErrLockBusy, Namespace: current.Namespace, Lock: current.Spec.LockName, Claim: current.Name,
+			return true, &Error{Kind: ErrLockBusy, Namespace: current.Namespace, Lock: locksLabel(current), Claim: current.Name,
 				Phase: current.Status.Phase, Reason: acquiredReason(current),
-				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", current.Spec.LockName, current.Namespace, busyDetail(current, lock))}
+				Detail: fmt.Sprintf("lock %q in namespace %q is busy (%s)", locksLabel(current), current.Namespace, busyDetail(current, lock))}
 		}
 		return false, nil
 	})
@@ -171,8 +173,8 @@ func isBusy(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock)
 	if claim.Status.Phase != locksv1alpha1.ClaimPending || cond == nil || cond.Status != metav1.ConditionFalse {
 		return false
 	}
-	if cond.Reason == locksv1alpha1.ReasonContended {
-		return true
+	if cond.Reason == locksv1alpha1.ReasonContended || cond.Reason == locksv1alpha1.ReasonWaitingForLocks {
+		return true // another client holds a key; or, for several locks, one is held or has claims ahead
 	}
 	switch pos := queuedAt(claim); {
 	case pos > 1:

@@ -18,6 +18,7 @@ package lockclient
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -155,7 +156,7 @@ func TestRecordedHold(t *testing.T) {
 		{"no lock", nil, nil},
 	} {
 		got := recordedHold(claim, tc.lock)
-		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+		if (got == nil) != (tc.want == nil) || (got != nil && !reflect.DeepEqual(*got, *tc.want)) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

@@ -106,16 +106,16 @@ func (c *Client) watchLost(ctx context.Context, namespace, name string, uid type
 		case claim == nil || (uid != "" && claim.UID != uid):
 			lost.Detail = fmt.Sprintf("lost the lock: claim %q in namespace %q was deleted", name, namespace)
 		case !claim.DeletionTimestamp.IsZero():
-			lost.Lock = claim.Spec.LockName
-			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is being deleted", claim.Spec.LockName, name, namespace)
+			lost.Lock = locksLabel(claim)
+			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is being deleted", locksLabel(claim), name, namespace)
 		case isFinal(claim.Status.Phase):
 			// Not Pending: a hold learnt from the lock record is reported before the claim's own
 			// status says Held.
-			lost.Lock, lost.Phase, lost.Reason = claim.Spec.LockName, claim.Status.Phase, acquiredReason(claim)
+			lost.Lock, lost.Phase, lost.Reason = locksLabel(claim), claim.Status.Phase, acquiredReason(claim)
 			lost.Detail = fmt.Sprintf("lost lock %q: claim %q in namespace %q is %s (%s)",
-				claim.Spec.LockName, name, namespace, claim.Status.Phase, acquiredMessage(claim))
+				locksLabel(claim), name, namespace, claim.Status.Phase, acquiredMessage(claim))
 		default:
-			lock = claim.Spec.LockName
+			lock = locksLabel(claim)
 			return false, nil
 		}
 		return true, lost
@@ -141,7 +141,12 @@ func (c *Client) wait(ctx context.Context, namespace, name string) (*Result, err
 			return true, &Error{Kind: kind, Namespace: namespace, Claim: name, Detail: detail}
 		}
 		seen = true
+		// A claim of several locks is Held only once its own status says so: its locks' records
+		// name it before that, one by one.
 		watchingRecord.Do(func() {
+			if len(claim.Spec.LockNames) > 0 {
+				return
+			}
 			go func() {
 				if r := c.watchRecord(ctx, claim.DeepCopy()); r != nil {
 					recorded <- r
@@ -175,7 +180,7 @@ func (c *Client) check(ctx context.Context, namespace, name string) (*Result, er
 // waiting (neither). A claim that waits for a missing lock, pod or backend fails fast once the
 // API confirms that the object is missing (the claim's status may be older than the object).
 func (c *Client) evaluate(ctx context.Context, claim *locksv1alpha1.LockClaim) (*Result, error) {
-	ns, lock := claim.Namespace, claim.Spec.LockName
+	ns, lock := claim.Namespace, locksLabel(claim)
 	fail := func(kind error, detail string) error {
 		return &Error{Kind: kind, Namespace: ns, Lock: lock, Claim: claim.Name,
 			Phase: claim.Status.Phase, Reason: acquiredReason(claim), Detail: detail}
@@ -213,13 +218,25 @@ func (c *Client) evaluate(ctx context.Context, claim *locksv1alpha1.LockClaim) (
 	var err error
 	switch ready.Reason {
 	case locksv1alpha1.ReasonLockNotFound:
-		err = c.lockExists(ctx, ns, lock)
+		for _, l := range claim.Spec.Locks() {
+			if err = c.lockExists(ctx, ns, l); err != nil {
+				break
+			}
+		}
 	case locksv1alpha1.ReasonPodNotFound:
 		if h := claim.Spec.Holder; h != nil && h.PodName != "" {
 			_, err = c.pod(ctx, ns, Pod{Name: h.PodName})
 		}
 	case locksv1alpha1.ReasonBackendUnavailable:
-		err = c.backendMissing(ctx, ns, lock)
+		for _, l := range claim.Spec.Locks() {
+			if err = c.backendMissing(ctx, ns, l); err != nil {
+				break
+			}
+		}
+	case locksv1alpha1.ReasonMixedBackends:
+		// A mistake in the locks' specs: no wait ends it.
+		err = &Error{Kind: ErrBackendNotFound, Namespace: ns, Reason: ready.Reason,
+			Detail: fmt.Sprintf("locks %q in namespace %q cannot be held together: %s", lock, ns, ready.Message)}
 	case locksv1alpha1.ReasonKeyConflict:
 		// A mistake in the lock's spec, not an outage: waiting would last until someone deletes
 		// the other lock.
@@ -261,7 +278,7 @@ func (c *Client) backendMissing(ctx context.Context, ns, lock string) error {
 func result(claim *locksv1alpha1.LockClaim) *Result {
 	r := &Result{
 		Namespace:    claim.Namespace,
-		Lock:         claim.Spec.LockName,
+		Lock:         locksLabel(claim),
 		Claim:        claim.Name,
 		uid:          claim.UID,
 		Identity:     claim.Status.HolderIdentity,
@@ -277,7 +294,18 @@ func result(claim *locksv1alpha1.LockClaim) *Result {
 	if t := claim.Status.ExpireTime; t != nil {
 		r.ExpireTime = t.Time
 	}
+	if len(claim.Spec.LockNames) > 0 {
+		r.FencingToken = 0
+		for _, part := range claim.Status.Locks {
+			r.Locks = append(r.Locks, HeldLock{Lock: part.LockName, FencingToken: part.FencingToken})
+		}
+	}
 	return r
+}
+
+// locksLabel names claim's lock, or its locks, in messages.
+func locksLabel(claim *locksv1alpha1.LockClaim) string {
+	return locksv1alpha1.LocksLabel(claim.Spec.Locks())
 }
 
 func acquiredReason(claim *locksv1alpha1.LockClaim) string {

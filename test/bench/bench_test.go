@@ -94,8 +94,9 @@ var (
 	standbyN = flag.Int("standby-turns", 20, "holder pods of the Standby Deployment deleted, gracefully and then by force, per figure")
 	peerRel  = flag.Int("peer-releases", 5, "client-go leaders that release their Lease to time")
 	peerKill = flag.Int("peer-crashes", 3, "client-go leaders killed without a release to time (each waits out the 15 s Lease)")
-	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,standby",
-		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,standby")
+	only     = flag.String("backends", "kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,several,standby",
+		"what to measure (comma-separated): kubernetes,redis,etcd,zookeeper,postgres,mariadb,pods,many,shared,several,standby")
+	severalN = flag.Int("several-grants", 50, "grants of a claim of one free lock, and of a claim of two, to time")
 )
 
 // TestBench prints the figures. It is a Go test only so that it can start the same real servers
@@ -191,6 +192,11 @@ func TestBench(t *testing.T) {
 		res.shared = append(res.shared,
 			b.sharedLock(t, ctx, "semaphore: 10 places, 100 claims", 10, 100, 0),
 			b.sharedLock(t, ctx, "read/write: 10 places, 100 claims, every 10th a writer", 10, 100, 10))
+	}
+	if want["several"] {
+		fmt.Println("several locks at once (built-in backend):")
+		s := b.severalLocks(t, ctx, *severalN)
+		res.several = &s
 	}
 	if want["pods"] {
 		fmt.Println("pods (built-in backend, kwok nodes):")

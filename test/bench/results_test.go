@@ -94,6 +94,7 @@ type results struct {
 	pods     []podResult
 	many     *manyResult
 	shared   []sharedResult
+	several  *severalResult
 	standby  *standbyResult
 }
 
@@ -156,6 +157,9 @@ func (r results) markdown() string {
 		for _, s := range r.shared {
 			fmt.Fprintf(&sb, "| %s | %.0f | %s |\n", s.label, s.perSec(), s.wait.cell())
 		}
+	}
+	if s := r.several; s != nil {
+		sb.WriteString(s.markdown())
 	}
 	if len(r.pods) > 0 {
 		sb.WriteString("\n| pods (built-in backend) | p50 / p99 |\n|---|---|\n")

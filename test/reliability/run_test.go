@@ -326,6 +326,12 @@ func (r *run) newClaimant(l int, lock string, i int) *claimant {
 	if s.exclusiveClaimant(i) {
 		cl.mode, cl.alone = locksv1alpha1.LockModeExclusive, true
 	}
+	if s.severalLocks && i == 0 {
+		// Lock l and the next, in that order: the claimants of lock-0 and lock-1 name the two in
+		// opposite orders.
+		cl.several = []string{lock, fmt.Sprintf("lock-%d", (l+1)%locks)}
+		cl.resOf = func(name string) *resource { return r.resources[r.ns+"/"+name] }
+	}
 	if (s.staleWriter || s.longHold > 0) && i == 0 {
 		cl.pinned = make(chan struct{})
 		r.slowHolders = append(r.slowHolders, cl.pinned)
@@ -672,6 +678,19 @@ func (r *run) checkScenario(res *Result) {
 	}
 	r.rec.mu.Lock()
 	res.Violations = append(res.Violations, findings("history", r.rec.errs)...)
+	if r.s.severalLocks {
+		// The run proves nothing of several locks unless some claim held them together.
+		held := 0
+		for _, rec := range r.rec.grants {
+			if len(rec.locks) > 0 && !rec.g.Acquired.IsZero() {
+				held++
+			}
+		}
+		r.t.Logf("claims of several locks granted: %d", held)
+		if held == 0 {
+			res.Violations = append(res.Violations, Finding{"several-locks", "no claim of several locks was granted"})
+		}
+	}
 	r.rec.mu.Unlock()
 	for _, m := range r.managers {
 		res.Violations = append(res.Violations, findings("rbac", prefixed(m.name, RBACRefusals(m.logSince(0), managerAccount.User(), r.faults.startups)))...)

@@ -382,24 +382,26 @@ func (s *sampler) once(ctx context.Context) {
 	var samples []HeldSample
 	for i := range list.Items {
 		cl := &list.Items[i]
-		// A claim being deleted is released by its deletion: the controller hands the lock on
-		// without writing its status again, and takes its finalizer off after.
-		st := ClaimState{Lock: s.ns + "/" + cl.Spec.LockName, Claim: cl.Name,
-			Held:  cl.Status.Phase == locksv1alpha1.ClaimHeld && cl.DeletionTimestamp == nil,
-			Token: cl.Status.FencingToken, Identity: cl.Status.HolderIdentity, Exclusive: cl.Spec.Mode == locksv1alpha1.LockModeExclusive}
-		if cl.Status.ExpireTime != nil {
-			st.ExpireTime = cl.Status.ExpireTime.Time
+		for _, part := range claimParts(cl) {
+			// A claim being deleted is released by its deletion: the controller hands the lock on
+			// without writing its status again, and takes its finalizer off after.
+			st := ClaimState{Lock: s.ns + "/" + part.LockName, Claim: cl.Name,
+				Held:  cl.Status.Phase == locksv1alpha1.ClaimHeld && cl.DeletionTimestamp == nil,
+				Token: part.FencingToken, Identity: cl.Status.HolderIdentity, Exclusive: cl.Spec.Mode == locksv1alpha1.LockModeExclusive}
+			if part.ExpireTime != nil {
+				st.ExpireTime = part.ExpireTime.Time
+			}
+			snap.Claims = append(snap.Claims, st)
+			// A claim being deleted has been given up (its holder deleted it, or its pod is gone):
+			// the controller releases the backend key first, and a leader paused right after
+			// leaves it Held with the key free until the next leader's pass.
+			if !st.Held {
+				continue
+			}
+			view := s.reader.read(ctx, "lockwarden/"+s.ns+"/"+part.LockName)
+			samples = append(samples, HeldSample{At: time.Now(), Lock: st.Lock, Claim: st.Claim, Token: st.Token,
+				Identity: st.Identity, ExpireTime: st.ExpireTime, Backend: view})
 		}
-		snap.Claims = append(snap.Claims, st)
-		// A claim being deleted has been given up (its holder deleted it, or its pod is gone): the
-		// controller releases the backend key first, and a leader paused right after leaves it
-		// Held with the key free until the next leader's pass.
-		if !st.Held {
-			continue
-		}
-		view := s.reader.read(ctx, "lockwarden/"+s.ns+"/"+cl.Spec.LockName)
-		samples = append(samples, HeldSample{At: time.Now(), Lock: st.Lock, Claim: st.Claim, Token: st.Token,
-			Identity: st.Identity, ExpireTime: st.ExpireTime, Backend: view})
 	}
 	s.mu.Lock()
 	s.samples = append(s.samples, samples...)
@@ -421,10 +423,13 @@ func orphans(ctx context.Context, c client.Client, reader backendReader, ns stri
 		return nil, err
 	}
 	heldBy := map[string][]string{}
-	for _, cl := range list.Items {
+	for i := range list.Items {
+		cl := &list.Items[i]
 		if cl.Status.Phase == locksv1alpha1.ClaimHeld {
-			k := "lockwarden/" + ns + "/" + cl.Spec.LockName
-			heldBy[k] = append(heldBy[k], cl.Status.HolderIdentity)
+			for _, part := range claimParts(cl) {
+				k := "lockwarden/" + ns + "/" + part.LockName
+				heldBy[k] = append(heldBy[k], cl.Status.HolderIdentity)
+			}
 		}
 	}
 	keys, err := reader.held(ctx, "lockwarden/"+ns+"/")
@@ -432,4 +437,24 @@ func orphans(ctx context.Context, c client.Client, reader backendReader, ns stri
 		return nil, err
 	}
 	return CheckOrphans(keys, heldBy), nil
+}
+
+// claimParts are the locks claim cl asks for, each with the token and expiry the claim shows for
+// it: its one lock with its own, or, for a claim of several locks, each of them with the entry
+// of status.locks (none until it is Held).
+func claimParts(cl *locksv1alpha1.LockClaim) []locksv1alpha1.ClaimLock {
+	if len(cl.Spec.LockNames) == 0 {
+		return []locksv1alpha1.ClaimLock{{LockName: cl.Spec.LockName, FencingToken: cl.Status.FencingToken, ExpireTime: cl.Status.ExpireTime}}
+	}
+	parts := make([]locksv1alpha1.ClaimLock, 0, len(cl.Spec.LockNames))
+	for _, lock := range cl.Spec.Locks() {
+		part := locksv1alpha1.ClaimLock{LockName: lock}
+		for _, p := range cl.Status.Locks {
+			if p.LockName == lock {
+				part = p
+			}
+		}
+		parts = append(parts, part)
+	}
+	return parts
 }

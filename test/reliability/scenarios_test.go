@@ -113,6 +113,11 @@ type scenario struct {
 	// each behind a fault proxy of its own, whose COMMANDs stamp their critical sections; the
 	// commands checker judges the stamps: never two COMMANDs at once on a lock.
 	commands bool
+	// severalLocks makes claimant 0 of each lock a holder of both locks together (spec.lockNames,
+	// named in the two orders by the two claimants: crossing claims), among one-lock claimants;
+	// its holds write to both registers, each with its lock's token. The history checker fails a
+	// claim seen Held without a token for every one of its locks.
+	severalLocks bool
 	// mutant runs the managers with this deliberate bug (internal/mutant), and with the bugs in
 	// alsoMutants; the run must then fail, and expect must be among the checkers that failed it.
 	mutant      string
@@ -190,6 +195,8 @@ func smokeScenarios() []scenario {
 		// Gated pods, scheduled by kube-scheduler once their gate is lifted, across a leader's
 		// death.
 		gated(faultLeaderKill),
+		// Crossing claims of both locks at once, across a leader's death (last, as above).
+		severalLocks("kubernetes", faultLeaderKill),
 	}
 }
 
@@ -233,6 +240,12 @@ func sharedScenarios(backend string) []scenario {
 // readWrite is the read/write workload on backend with one fault of kind.
 func readWrite(backend string, kind faultKind, replicas int) scenario {
 	return scenario{name: "read-write", backend: backend, replicas: replicas, kinds: []faultKind{kind}, places: 3, claimants: 6, exclusiveEvery: 3, workload: 40 * time.Second}
+}
+
+// severalLocks is crossing claims of both locks together beside one-lock claims, with a fault of
+// kind ("" for none).
+func severalLocks(backend string, kind faultKind) scenario {
+	return withFault(scenario{name: "several-locks", backend: backend, replicas: 1, severalLocks: true, workload: 30 * time.Second}, kind)
 }
 
 // longHolds is a fault-free run on the built-in backend at the default 30 s lease in which one
@@ -373,6 +386,9 @@ func mutantScenario(m mutant.Name) scenario {
 		// A holder cut off from the API server runs its command on past the grant to the next.
 		s = commandRuns(faultHolderPartition)
 		s.workload, s.expect = 30*time.Second, "commands"
+	case mutant.GrantOneByOne:
+		s = severalLocks("kubernetes", "")
+		s.workload, s.expect = 20*time.Second, "history"
 	case mutant.TerminatingHolderLabel:
 		// Every hold ends by a graceful deletion: the terminating pod stays labelled holder for
 		// its TTL/2..1.5×TTL of termination, longer than the 2 s grace.
@@ -499,6 +515,14 @@ func fullScenarios() []scenario {
 	initPause := initAcquire(faultAPIServerPause)
 	initPause.replicas = 2
 	out = append(out, initAcquire(""), initAcquire(faultLeaderKill), initPause)
+	// Crossing claims of both locks at once beside one-lock claims (after the others): on every
+	// backend without a fault, across a leader's death and pause, and with the API server cut off
+	// from the leader, on the built-in backend and Redis.
+	for _, backend := range []string{"kubernetes", "redis", "etcd", "zookeeper", "postgresql", "mariadb", "redlock"} {
+		out = append(out, severalLocks(backend, ""))
+	}
+	out = append(out, severalLocks("kubernetes", faultLeaderKill), severalLocks("kubernetes", faultLeaderPause),
+		severalLocks("kubernetes", faultAPIBlackhole), severalLocks("redis", faultLeaderKill), severalLocks("etcd", faultLeaderKill))
 	return out
 }
 

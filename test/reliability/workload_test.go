@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +67,11 @@ type claimRec struct {
 	g        Grant
 	acquired chan struct{} // closed when first seen Held
 	ended    chan struct{} // closed when first seen not held after Held, or final, or deleted
+	// locks, for a claim of several locks, are its locks; parts, each one's token as first seen
+	// Held. results gives such a claim one Grant per lock, so that every checker judges each
+	// lock's holds as it judges one-lock claims'.
+	locks []string
+	parts []locksv1alpha1.ClaimLock
 }
 
 func newRecorder() *recorder {
@@ -232,6 +239,9 @@ func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim,
 	if held && cl.Status.RenewTime != nil && cl.Status.RenewTime.After(g.LastRenew) {
 		g.LastRenew = cl.Status.RenewTime.Time
 	}
+	if held && len(cl.Spec.LockNames) > 0 {
+		r.observeParts(rec, cl)
+	}
 	if held && g.Acquired.IsZero() {
 		g.Acquired, g.Token, g.Identity = now, cl.Status.FencingToken, cl.Status.HolderIdentity
 		g.HeldRevision = revisionOf(cl.ResourceVersion)
@@ -263,8 +273,43 @@ func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim,
 	}
 }
 
+// observeParts checks a Held claim of several locks: Held only with a token for every one of its
+// locks, and the same tokens for as long as it is Held.
+func (r *recorder) observeParts(rec *claimRec, cl *locksv1alpha1.LockClaim) {
+	rec.locks = cl.Spec.Locks()
+	var names []string
+	for _, p := range cl.Status.Locks {
+		if p.FencingToken > 0 {
+			names = append(names, p.LockName)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, rec.locks) {
+		r.errs = append(r.errs, fmt.Sprintf("claim %s is Held on %v of its locks %v", cl.Name, names, rec.locks))
+	}
+	if rec.parts == nil {
+		rec.parts = slices.Clone(cl.Status.Locks)
+		return
+	}
+	for _, p := range cl.Status.Locks {
+		if was := partToken(rec.parts, p.LockName); was != p.FencingToken {
+			r.errs = append(r.errs, fmt.Sprintf("claim %s changed its token of lock %s while Held: %d then %d", cl.Name, p.LockName, was, p.FencingToken))
+		}
+	}
+}
+
+// partToken is the token of lock among parts; 0 when it has none.
+func partToken(parts []locksv1alpha1.ClaimLock, lock string) int64 {
+	for _, p := range parts {
+		if p.LockName == lock {
+			return p.FencingToken
+		}
+	}
+	return 0
+}
+
 // results returns a copy of every grant recorded, marking claims never seen Held nor final as
-// Pending.
+// Pending. A claim of several locks gives one grant per lock, with that lock's token.
 func (r *recorder) results() []Grant {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -272,7 +317,16 @@ func (r *recorder) results() []Grant {
 	for _, rec := range r.grants {
 		g := rec.g
 		g.Pending = g.Acquired.IsZero() && g.Released.IsZero()
-		out = append(out, g)
+		if len(rec.locks) == 0 {
+			out = append(out, g)
+			continue
+		}
+		ns, _, _ := strings.Cut(g.Lock, "/")
+		for _, lock := range rec.locks {
+			part := g
+			part.Lock, part.Token = ns+"/"+lock, partToken(rec.parts, lock)
+			out = append(out, part)
+		}
 	}
 	return out
 }
@@ -340,6 +394,11 @@ type claimant struct {
 	// acquire (acquire_run_test.go): it runs it for the pod and returns the token lockctl wrote,
 	// or false when it did not exit 0.
 	initContainer func(ctx context.Context, pod *corev1.Pod) (int64, bool)
+	// several, when set, are the locks (lock among them) that the claimant's claims hold together
+	// (spec.lockNames); each hold writes to every one's register with that lock's token, which
+	// resOf finds.
+	several []string
+	resOf   func(lock string) *resource
 }
 
 func (cl *claimant) run(ctx context.Context) {
@@ -416,6 +475,16 @@ func (cl *claimant) hold(ctx context.Context, name string, pod *corev1.Pod, clai
 	write := func() {
 		if !cl.alone {
 			return // a reader: the resource does not fence reads
+		}
+		if len(cl.several) > 0 {
+			// A holder of several locks writes to each resource with the token of its lock.
+			parts := cl.partsOf(name)
+			for _, lock := range cl.several {
+				res := cl.resOf(lock)
+				res.fenced.Write(name, partToken(parts, lock))
+				res.shadow.Write(name, partToken(parts, lock))
+			}
+			return
 		}
 		cl.res.fenced.Write(name, token)
 		cl.res.shadow.Write(name, token)
@@ -607,6 +676,12 @@ func (cl *claimant) createClaimed(ctx context.Context, name string) (*corev1.Pod
 	rec := cl.rec.expect(cl.ns+"/"+cl.lock, name)
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name},
 		Spec: locksv1alpha1.LockClaimSpec{LockName: cl.lock, Holder: &locksv1alpha1.ClaimHolder{PodName: name}, Mode: cl.mode}}
+	if len(cl.several) > 0 {
+		claim.Spec.LockName, claim.Spec.LockNames = "", cl.several
+		cl.rec.mu.Lock()
+		rec.locks = claim.Spec.Locks()
+		cl.rec.mu.Unlock()
+	}
 	cl.rec.update(name, func(g *Grant) { g.Created, g.Exclusive = time.Now(), cl.alone })
 	if err := cl.c.Create(ctx, claim); err != nil {
 		cl.errs("creating claim %s: %v", name, err)
@@ -705,7 +780,18 @@ func (r *recorder) endedChan(claim string) <-chan struct{} {
 func (cl *claimant) tokenOf(name string) int64 {
 	cl.rec.mu.Lock()
 	defer cl.rec.mu.Unlock()
-	return cl.rec.grants[name].g.Token
+	rec := cl.rec.grants[name]
+	if len(cl.several) > 0 {
+		return partToken(rec.parts, cl.lock) // the token of the register zombie watches
+	}
+	return rec.g.Token
+}
+
+// partsOf are the tokens of the locks claim name was first seen Held with.
+func (cl *claimant) partsOf(name string) []locksv1alpha1.ClaimLock {
+	cl.rec.mu.Lock()
+	defer cl.rec.mu.Unlock()
+	return cl.rec.grants[name].parts
 }
 
 // cleanup deletes what is left of one claimant run; the claim's finalizer needs the manager.

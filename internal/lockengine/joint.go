@@ -1,0 +1,313 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lockengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// The joint grant: a several-lock claim is granted all its locks by one pass, its home lock's
+// (docs/how-locks-work.md, "Several locks at once"). That pass holds its own lock's pass lock;
+// it takes each other lock's only by trying (a pass of that lock which runs is not waited for:
+// it ends, and wakes the home lock if the claim is first in line there), so two joint grants never
+// wait for each other. With every pass lock held it reads each lock afresh, grants only if the
+// claim is first in line with the lock free for it on every one, takes the backend keys in name
+// order, writes the records in name order (the home lock's by the pass's own writeLock, the
+// others' by writeJoint), and then the claim, Held, with every token. One writer per lock still
+// holds, and every write is a compare-and-swap on what was read.
+
+// jointBusyRetry is how soon a home lock whose joint grant found another of the claim's locks
+// in a pass of its own looks again.
+const jointBusyRetry = 50 * time.Millisecond
+
+// joint is a joint grant under way in a pass of the claim's home lock.
+type joint struct {
+	// claim is the claim's part on the home lock.
+	claim *locksv1alpha1.LockClaim
+	// scopes are the claim's other locks, in name order, read with their pass locks held; parts
+	// are the claim's part on each.
+	scopes []*lockScope
+	parts  []*locksv1alpha1.LockClaim
+	// unlocks end the other locks' passes this one holds.
+	unlocks []func()
+	// granted: every backend key was taken; writeJoint records them.
+	granted bool
+}
+
+// givingBack says whether several-lock claim c waits while holds a stopped grant left are given
+// back: it is not in the queue meanwhile (a grant would find those holds in its way).
+func (s *lockScope) givingBack(c *locksv1alpha1.LockClaim) bool {
+	return several(c) && (recordIndex(s.lock.Status.Holders, c) >= 0 || (partialMarked(c) && len(c.Status.Locks) > 0))
+}
+
+// lineSlots describes the queue to lineUp.
+func (s *lockScope) lineSlots(queue []*queued) []lineSlot {
+	ws := s.waiterSlots(queue)
+	slots := make([]lineSlot, len(queue))
+	for i, q := range queue {
+		slots[i] = lineSlot{waiterSlot: ws[i], several: several(q.claim)}
+		if slots[i].several {
+			slots[i].overtakable = overtakable(q.claim, s.ttl, s.now)
+		}
+	}
+	return slots
+}
+
+// waiting is the queue of the lock as its own pass would see it, without changing anything: the
+// claims that wait and whose holder exists, in order. A joint grant reads the claim's other locks
+// through it.
+func (s *lockScope) waiting() []*queued {
+	var queue []*queued
+	for _, c := range s.claims {
+		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() || s.givingBack(c) {
+			continue
+		}
+		var podName string
+		if h := c.Spec.Holder; h != nil {
+			podName = h.PodName
+		}
+		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
+			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
+		v = s.judgeObject(c, s.judgeHeartbeat(c, v))
+		if v.end == nil && v.missing == nil {
+			queue = append(queue, &queued{claim: c})
+		}
+	}
+	return queue
+}
+
+// serveSeveral serves several-lock claim q, first in line on this lock with the lock free for it:
+// the home lock's pass tries the joint grant; any other lock's wakes the home lock, whose pass
+// does.
+func (r *Reconciler) serveSeveral(ctx context.Context, s *lockScope, q *queued) error {
+	c := q.claim
+	home := homeLock(c)
+	if home != s.name.Name {
+		r.wake(types.NamespacedName{Namespace: s.name.Namespace, Name: home})
+		return nil
+	}
+	q.tried = true
+	// The holds that ended say so before any key goes to anyone else (serveQueue).
+	if err := r.writeEndedHolds(ctx, s); err != nil {
+		return err
+	}
+	return r.jointGrant(ctx, s, c)
+}
+
+// jointGrant takes all of c's locks for it, or none. c is its part on s, the home lock's pass.
+func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	j := &joint{claim: c}
+	s.joint = j
+	for _, name := range seams.jointOthers(c) {
+		nn := types.NamespacedName{Namespace: s.name.Namespace, Name: name}
+		unlock, ok := r.passes.tryLock(nn)
+		if !ok {
+			// A moment's wait, not news: the claim's status stays as it is.
+			s.wait = soonest(s.wait, jointBusyRetry)
+			return nil
+		}
+		j.unlocks = append(j.unlocks, unlock)
+		o, err := r.load(ctx, nn)
+		if err != nil {
+			return err
+		}
+		if o == nil {
+			s.wait = soonest(s.wait, staleRetry) // the cache lags this process's own write
+			return nil
+		}
+		switch why, ready := jointReady(s, o, c); {
+		case ready:
+		case why.reason == "":
+			s.wait = soonest(s.wait, staleRetry) // a moment's wait: the status stays
+			return nil
+		case why.reason == locksv1alpha1.ReasonWaitingForLocks:
+			waitForLocks(c, why.message)
+			return nil
+		default:
+			markWaiting(c, c.Status.QueuePosition, why.ready, why.reason, why.message)
+			return nil
+		}
+		j.scopes = append(j.scopes, o)
+		j.parts = append(j.parts, o.claimByUID(c.UID))
+	}
+	// Every lock is free for c: the keys, in name order, this lock's first.
+	if ok, err := r.tryGrant(ctx, s, c); !ok || err != nil {
+		return err
+	}
+	for i, o := range j.scopes {
+		ok, err := r.tryGrant(ctx, o, j.parts[i])
+		if err != nil || !ok {
+			// Give back what was taken; c says why it waits (the refusal tryGrant wrote on its part).
+			copyWait(c, j.parts[i], o.name.Name)
+			s.wait = soonest(s.wait, o.wait)
+			return errors.Join(err, r.giveBack(ctx, s), r.giveBackJoint(ctx, j))
+		}
+	}
+	j.granted = true
+	return nil
+}
+
+// notReady is why a joint grant cannot take one of the claim's locks now: the reason and message
+// of the claim's conditions, and whether it is Ready (it only waits its turn); no reason for a
+// moment's wait (the lock's view catches up, it took its key just now), which the status does not
+// show.
+type notReady struct {
+	reason, message string
+	ready           bool
+}
+
+// jointReady says whether lock o (read with its pass lock held) is free for several-lock claim c,
+// whose home lock's pass is s: on the same backend, usable, and c first in line there.
+func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim) (notReady, bool) {
+	name := o.name.Name
+	switch {
+	case o.lock == nil:
+		return notReady{reason: locksv1alpha1.ReasonLockNotFound,
+			message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", name, o.name.Namespace)}, false
+	case o.backendName != s.backendName:
+		return notReady{reason: locksv1alpha1.ReasonMixedBackends, message: fmt.Sprintf(
+			"The locks of spec.lockNames must all be on one LockBackend: %s is on %s, %s on %s", s.name.Name, s.backendName, name, o.backendName)}, false
+	case !o.lock.DeletionTimestamp.IsZero():
+		return notReady{reason: locksv1alpha1.ReasonLockNotFound, message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, is being deleted", name)}, false
+	case o.backend == nil:
+		return notReady{reason: locksv1alpha1.ReasonBackendUnavailable,
+			message: fmt.Sprintf("DistributedLock %s cannot grant now: its backend is not usable (its BackendReady condition says why)", name)}, false
+	case o.conflict != nil:
+		return notReady{reason: locksv1alpha1.ReasonKeyConflict, message: fmt.Sprintf("DistributedLock %s: %s", name, o.conflict.Message)}, false
+	case o.keyTaken:
+		return notReady{}, false
+	case o.lockDelayed():
+		return notReady{reason: locksv1alpha1.ReasonLockDelay, ready: true,
+			message: fmt.Sprintf("DistributedLock %s waits out its lockDelaySeconds after a hold that ended without a release", name)}, false
+	}
+	part := o.claimByUID(c.UID)
+	if part == nil || o.givingBack(part) {
+		return notReady{}, false
+	}
+	queue := o.waiting()
+	_, ready := lineUp(o.lineSlots(queue), o.holdSlots(), o.maxHolders())
+	if ready < 0 || queue[ready].claim.UID != c.UID {
+		return notReady{reason: locksv1alpha1.ReasonWaitingForLocks, ready: true,
+			message: fmt.Sprintf("DistributedLock %s is held, or other claims are ahead of this one there", name)}, false
+	}
+	return notReady{}, true
+}
+
+// claimByUID is the claim of the scope with uid; nil when it has none.
+func (s *lockScope) claimByUID(uid types.UID) *locksv1alpha1.LockClaim {
+	for _, c := range s.claims {
+		if c.UID == uid {
+			return c
+		}
+	}
+	return nil
+}
+
+// waitForLocks marks several-lock claim c (its home part) waiting for its other locks.
+func waitForLocks(c *locksv1alpha1.LockClaim, why string) {
+	markWaiting(c, c.Status.QueuePosition, true, locksv1alpha1.ReasonWaitingForLocks,
+		"First in line on DistributedLock "+homeLock(c)+"; it holds none of its locks until it can take them all: "+why)
+}
+
+// copyWait makes home part c say why the joint grant stopped at lock: the wait tryGrant marked on
+// that lock's part.
+func copyWait(c, part *locksv1alpha1.LockClaim, lock string) {
+	for _, cond := range part.Status.Conditions {
+		if cond.Type == locksv1alpha1.ConditionAcquired {
+			markWaiting(c, c.Status.QueuePosition, cond.Reason != locksv1alpha1.ReasonBackendUnavailable, cond.Reason,
+				"DistributedLock "+lock+": "+cond.Message)
+			return
+		}
+	}
+}
+
+// writeJoint records a joint grant on the claim's other locks, in name order, once the home
+// lock's record (writeLock) named it; then the claim's part on the home lock lists every lock's
+// token, for writeClaims. A write that fails stops the pass: the records written name a claim
+// that is not Held, which their passes give back (partFateOf), and endJoint gives back the keys
+// no record names.
+func (r *Reconciler) writeJoint(ctx context.Context, s *lockScope) error {
+	j := s.joint
+	if j == nil || !j.granted {
+		return nil
+	}
+	if !isHeld(j.claim) {
+		return nil // the home record's write did not land
+	}
+	for _, o := range j.scopes {
+		o.waiters = notGrantedClaims(o.waiting(), j.parts)
+		if err := r.writeLock(ctx, o); err != nil {
+			return err
+		}
+	}
+	locks := []locksv1alpha1.ClaimLock{{LockName: s.name.Name, FencingToken: j.claim.Status.FencingToken, ExpireTime: j.claim.Status.ExpireTime.DeepCopy()}}
+	for i, o := range j.scopes {
+		p := j.parts[i]
+		locks = append(locks, locksv1alpha1.ClaimLock{LockName: o.name.Name, FencingToken: p.Status.FencingToken, ExpireTime: p.Status.ExpireTime.DeepCopy()})
+	}
+	j.claim.Status.Locks = locks
+	return nil
+}
+
+// notGrantedClaims are the claims of queue other than those granted.
+func notGrantedClaims(queue []*queued, granted []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
+	out := make([]*locksv1alpha1.LockClaim, 0, len(queue))
+	for _, q := range queue {
+		mine := false
+		for _, g := range granted {
+			mine = mine || g.UID == q.claim.UID
+		}
+		if !mine {
+			out = append(out, q.claim)
+		}
+	}
+	return out
+}
+
+// giveBackJoint releases the keys the joint grant took on the other locks that no record names.
+func (r *Reconciler) giveBackJoint(ctx context.Context, j *joint) error {
+	var errs []error
+	for _, o := range j.scopes {
+		errs = append(errs, r.giveBack(ctx, o))
+	}
+	return errors.Join(errs...)
+}
+
+// endJoint ends a pass's joint grant: the keys no record names go back, the other locks' passes
+// are let go and woken (their queues moved, and the granted parts' refreshes are theirs).
+func (r *Reconciler) endJoint(ctx context.Context, s *lockScope) error {
+	j := s.joint
+	if j == nil {
+		return nil
+	}
+	s.joint = nil
+	err := r.giveBackJoint(ctx, j)
+	for _, unlock := range j.unlocks {
+		unlock()
+	}
+	for _, o := range j.scopes {
+		r.wake(o.name)
+	}
+	return err
+}
