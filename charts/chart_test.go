@@ -177,6 +177,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"bad log level", []string{"controller.logLevel=verbose"}, "at '/controller/logLevel': value must be one of 'debug', 'info', 'error'"},
 		{"zero workers", []string{"controller.claimWorkers=0"}, "at '/controller/claimWorkers': minimum: got 0, want 1"},
 		{"negative namespace workers", []string{"controller.namespaceWorkers=-1"}, "at '/controller/namespaceWorkers': minimum: got -1, want 0"},
+		{"negative namespace rate", []string{"controller.namespaceRate=-1"}, "at '/controller/namespaceRate': minimum: got -1, want 0"},
+		{"namespace rate not a number", []string{"controller.namespaceRate=fast"}, "at '/controller/namespaceRate': got string, want number"},
 		{"port out of range", []string{"metrics.port=70000"}, "at '/metrics/port': maximum: got 70,000, want 65,535"},
 		{"bad anti-affinity", []string{"podAntiAffinity=always"}, "at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'"},
 		{"bad scrape interval", []string{"metrics.serviceMonitor.interval=often"}, "at '/metrics/serviceMonitor/interval'"},
@@ -273,7 +275,7 @@ func TestDefaults(t *testing.T) {
 	c := pod.Containers[0]
 	g.Expect(c.Args).To(ContainElements("--leader-elect", "--leader-election-namespace=locks",
 		"--secret-namespace=locks", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081",
-		"--namespace-workers=0"), "no bound on a namespace's passes by default (docs/scale.md)")
+		"--namespace-workers=0", "--namespace-rate=0"), "no bound on a namespace's passes by default (docs/scale.md)")
 	g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--metrics-cert-path")), "a self-signed certificate by default")
 	g.Expect(c.Image).To(Equal("ghcr.io/lockwarden/lockwarden:"+releaseVersion(t)),
 		"the image tag defaults to appVersion, which is the release in VERSION")

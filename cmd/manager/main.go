@@ -22,6 +22,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -92,6 +93,7 @@ type options struct {
 	burst            int
 	workers          int
 	namespaceWorkers int
+	namespaceRate    float64
 	memLimitRatio    float64
 	gcPercent        int
 	workloadKinds    string
@@ -172,6 +174,10 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.namespaceWorkers, "namespace-workers", 0,
 		"Most locks (and, in their controllers, pods and workload objects) of one namespace served at once, so that a namespace with a backlog "+
 			"leaves workers and API server capacity to the others (docs/scale.md, \"Fairness between namespaces\"); 0 sets no bound beyond --claim-workers.")
+	fs.Float64Var(&o.namespaceRate, "namespace-rate", 0,
+		"Most passes of one namespace's locks (and, in their controllers, pods and workload objects) begun per second, with bursts of a second's worth, "+
+			"so that a namespace in churn keeps its load on the API server below what the server can answer for the others "+
+			"(docs/scale.md, \"Fairness between namespaces\"); 0 sets no bound.")
 	fs.Float64Var(&o.memLimitRatio, "memory-limit-ratio", 0.9,
 		"Set Go's soft memory limit to this share of the container's memory limit (read from its cgroup), so that the garbage collector "+
 			"works harder before the kernel would kill the process; 0 leaves it unset. GOMEMLIMIT in the environment takes precedence.")
@@ -218,6 +224,8 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("--gc-percent must be at least 10, got %d", o.gcPercent)
 	case o.namespaceWorkers < 0:
 		return o, fmt.Errorf("--namespace-workers must be 0 (no bound) or more, got %d", o.namespaceWorkers)
+	case o.namespaceRate < 0 || math.IsNaN(o.namespaceRate) || math.IsInf(o.namespaceRate, 0):
+		return o, fmt.Errorf("--namespace-rate must be 0 (no bound) or a positive number of passes per second, got %v", o.namespaceRate)
 	case o.metricsCertPath != "" && !o.metricsSecure:
 		// A certificate for a server that speaks plain HTTP is a mistake worth stopping for: the
 		// operator expects the endpoint to be protected.
@@ -406,7 +414,7 @@ func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme
 		registry.WithWrapper(m.Instrument),
 	)
 	opts := controller.Options{Registry: reg, Metrics: m, MaxConcurrentReconciles: o.workers, Clock: clk, Namespace: o.secretNamespace,
-		Workloads: o.workloads, SkipClaimRights: !o.checkClaimRights, Queue: fairqueue.Options{MaxPerNamespace: o.namespaceWorkers}}
+		Workloads: o.workloads, SkipClaimRights: !o.checkClaimRights, Queue: fairqueue.Options{MaxPerNamespace: o.namespaceWorkers, NamespaceRate: o.namespaceRate}}
 	if o.leaderElect {
 		// A standby may take over once the lease has gone unrenewed for leaseDuration; the
 		// leader gives up after renewDeadline without a renewal. A stall longer than the

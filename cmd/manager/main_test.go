@@ -188,6 +188,22 @@ func TestNamespaceWorkers(t *testing.T) {
 	g.Expect(err).To(MatchError("--namespace-workers must be 0 (no bound) or more, got -1"))
 }
 
+// One namespace's passes per second are unbounded by default, bounded when asked (a fraction
+// too), and a negative or non-finite rate is refused by name.
+func TestNamespaceRate(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parseFlags(nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.namespaceRate).To(Equal(0.0))
+	o, err = parseFlags([]string{"--namespace-rate=2.5"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.namespaceRate).To(Equal(2.5))
+	for _, bad := range []string{"-1", "NaN", "+Inf"} {
+		_, err = parseFlags([]string{"--namespace-rate=" + bad})
+		g.Expect(err).To(MatchError(HavePrefix("--namespace-rate must be 0 (no bound) or a positive number of passes per second, got ")), bad)
+	}
+}
+
 // The Go memory limit follows the container's by default and is refused outside 0..1.
 func TestMemoryLimitRatio(t *testing.T) {
 	g := NewWithT(t)

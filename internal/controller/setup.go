@@ -80,7 +80,8 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
 	}
 	if o.Metrics != nil {
-		o.Queue.Parked = o.Metrics.QueueParked // every controller's queue counts what it parks
+		// every controller's queue counts what it parks and what it holds for a namespace's pace
+		o.Queue.Parked, o.Queue.Paced = o.Metrics.QueueParked, o.Metrics.QueuePaced
 	}
 	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
 	// minutes, and lockwarden's events seldom repeat (package boundedevents).

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -358,4 +359,192 @@ func TestDrainDoesNotWaitForParkedItems(t *testing.T) {
 		t.Fatal("ShutDownWithDrain still waits, for a parked item")
 	}
 	<-done
+}
+
+// pacedQueue is a queue on a fake clock whose namespaces are within bounds.
+func pacedQueue(t *testing.T, bounds Bounds, paced *prometheus.GaugeVec) (*Queue[reconcile.Request], *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := newWithClock("locks", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		func(r reconcile.Request) string { return r.Namespace }, bounds, clk)
+	if paced != nil {
+		q.paced = paced.WithLabelValues("locks")
+	}
+	t.Cleanup(q.ShutDown)
+	return q, clk
+}
+
+// getter hands out the queue's items on a channel, from one worker, until the queue shuts down.
+func getter(q *Queue[reconcile.Request]) <-chan reconcile.Request {
+	out := make(chan reconcile.Request, 100)
+	go func() {
+		for {
+			r, shutdown := q.Get()
+			if shutdown {
+				close(out)
+				return
+			}
+			out <- r
+		}
+	}()
+	return out
+}
+
+func expectNext(t *testing.T, from <-chan reconcile.Request, want reconcile.Request) {
+	t.Helper()
+	select {
+	case r := <-from:
+		if r != want {
+			t.Fatalf("got %v, want %v", r, want)
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("%v not handed out", want)
+	}
+}
+
+func expectNone(t *testing.T, from <-chan reconcile.Request, why string) {
+	t.Helper()
+	select {
+	case r := <-from:
+		t.Fatalf("%v handed out: %s", r, why)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// waitHeld waits until the queue holds n items for their pace.
+func waitHeld(t *testing.T, q *Queue[reconcile.Request], n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for q.Paced() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d held for their pace, want %d", q.Paced(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A namespace ahead of its pace has its next item held until its time, while another
+// namespace's items are handed out; each held item goes at the time it booked, in order.
+func TestANamespaceAheadOfItsPaceIsHeldAndTheOthersAreNot(t *testing.T) {
+	paced := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "paced"}, []string{"name"})
+	q, clk := pacedQueue(t, Bounds{Rate: 2}, paced) // 500 ms a pass, bursts of 2
+	for i := range 4 {
+		q.Add(req("noisy", fmt.Sprintf("lock-%d", i)))
+	}
+	out := getter(q)
+	expectNext(t, out, req("noisy", "lock-0"))
+	expectNext(t, out, req("noisy", "lock-1"))
+	waitHeld(t, q, 2) // lock-2 at 500 ms, lock-3 at 1 s
+	if n := testutil.ToFloat64(paced.WithLabelValues("locks")); n != 2 {
+		t.Fatalf("the gauge says %v held, want 2", n)
+	}
+	q.Add(req("quiet", "db"))
+	expectNext(t, out, req("quiet", "db"))
+	expectNone(t, out, "the noisy namespace is ahead of its pace")
+	clk.Step(500 * time.Millisecond)
+	expectNext(t, out, req("noisy", "lock-2"))
+	expectNone(t, out, "lock-3 booked the pass at 1 s")
+	clk.Step(500 * time.Millisecond)
+	expectNext(t, out, req("noisy", "lock-3"))
+	waitHeld(t, q, 0)
+	if n := testutil.ToFloat64(paced.WithLabelValues("locks")); n != 0 {
+		t.Fatalf("the gauge says %v held, want 0", n)
+	}
+}
+
+// An item that changes while held is handed out once, at its time, with the higher priority.
+func TestAHeldItemThatChangesIsServedOnce(t *testing.T) {
+	q, clk := pacedQueue(t, Bounds{Rate: 1}, nil)
+	q.Add(req("a", "1"))
+	q.Add(req("a", "2"))
+	type got struct {
+		r reconcile.Request
+		p int
+	}
+	next := make(chan got, 4)
+	go func() {
+		for {
+			r, p, shutdown := q.GetWithPriority()
+			if shutdown {
+				return
+			}
+			next <- got{r, p}
+		}
+	}()
+	if g := <-next; g.r != req("a", "1") {
+		t.Fatalf("got %v first", g.r)
+	}
+	waitHeld(t, q, 1)
+	high := 5
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: &high}, req("a", "2"))
+	if q.Len() != 0 {
+		t.Fatalf("len %d: a held item was queued again beside itself", q.Len())
+	}
+	clk.Step(time.Second)
+	select {
+	case g := <-next:
+		if g.r != req("a", "2") || g.p != high {
+			t.Fatalf("got %v at %d, want a/2 at %d", g.r, g.p, high)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a/2 not handed out at its time")
+	}
+	select {
+	case g := <-next:
+		t.Fatalf("%v handed out again", g.r)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// With both bounds, an item that waited for its pace and was then parked does not pay twice: it
+// is handed out the moment its namespace has a place, with no second wait.
+func TestAnItemPaysItsPaceOnce(t *testing.T) {
+	q, clk := pacedQueue(t, Bounds{InFlight: 1, Rate: 1}, nil)
+	q.Add(req("a", "1"))
+	q.Add(req("a", "2"))
+	out := getter(q)
+	expectNext(t, out, req("a", "1"))
+	waitHeld(t, q, 1)
+	clk.Step(time.Second) // a/2's pass is due, but a/1 is still in flight: a/2 is parked
+	deadline := time.Now().Add(time.Second)
+	for q.Parked() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d parked, %d held: a/2 was not parked", q.Parked(), q.Paced())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q.Done(req("a", "1"))
+	expectNext(t, out, req("a", "2"))
+}
+
+// Shutting down lets held items go, handed out at once rather than lost: a drain does not wait
+// for their timers.
+func TestShutdownLetsHeldItemsGo(t *testing.T) {
+	q, _ := pacedQueue(t, Bounds{Rate: 1}, nil)
+	q.Add(req("a", "1"))
+	q.Add(req("a", "2"))
+	passes := make(chan reconcile.Request, 4)
+	go func() {
+		for {
+			r, shutdown := q.Get()
+			if shutdown {
+				close(passes)
+				return
+			}
+			passes <- r
+			q.Done(r)
+		}
+	}()
+	expectNext(t, passes, req("a", "1"))
+	waitHeld(t, q, 1)
+	drained := make(chan struct{})
+	go func() { q.ShutDownWithDrain(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		t.Fatal("ShutDownWithDrain still waits, for a held item's time")
+	}
+	expectNext(t, passes, req("a", "2"))
+	if q.Paced() != 0 {
+		t.Fatalf("%d still held after shutdown", q.Paced())
+	}
 }

@@ -73,6 +73,9 @@ type Metrics struct {
 	// QueueParked is the requests of each work queue (by name) held back because their namespace
 	// has --namespace-workers passes in flight (internal/fairqueue).
 	QueueParked *prometheus.GaugeVec
+	// QueuePaced is the requests of each work queue (by name) held back because their namespace
+	// is ahead of --namespace-rate (internal/fairqueue).
+	QueuePaced *prometheus.GaugeVec
 	// state reports, at scrape time, claims by phase and the oldest wait and hold by backend;
 	// nil when New was given no cache.
 	state *stateCollector
@@ -148,6 +151,10 @@ func New(cache InformerSource, opts ...Option) *Metrics {
 			Name: "lockwarden_workqueue_parked",
 			Help: "Requests of a work queue held back because their namespace has --namespace-workers passes in flight, by queue name.",
 		}, []string{"name"}),
+		QueuePaced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockwarden_workqueue_paced",
+			Help: "Requests of a work queue held back because their namespace has begun --namespace-rate passes in the last second, by queue name.",
+		}, []string{"name"}),
 	}
 	if cache != nil {
 		m.state = newStateCollector(cache, o.clock)
@@ -168,7 +175,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // collectors are what Register adds: every collector, and the scrape-time gauges when New was
 // given a cache to compute them from.
 func (m *Metrics) collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.StandbyFailoverSeconds, m.EventsDropped, m.QueueParked}
+	cs := []prometheus.Collector{m.Acquisitions, m.Renewals, m.Losses, m.Evictions, m.WaitSeconds, m.HoldSeconds, m.BackendCallSeconds, m.BackendReady, m.StandbyFailoverSeconds, m.EventsDropped, m.QueueParked, m.QueuePaced}
 	if m.state != nil {
 		cs = append(cs, m.state)
 	}

@@ -51,6 +51,10 @@ var (
 	fairBound        = flag.Duration("fair-bound", 5*time.Minute, "after this, a quiet grant not seen Held counts as not working")
 	fairDoc          = flag.String("fair-doc", "", "write the fairness table into this file's fairness block (make bench-fairness: docs/scale.md)")
 	fairPerNamespace = flag.String("fair-namespace-workers", "2,4", "after the runs without a bound, one run with turns and each of these bounds on a namespace's passes in flight (--namespace-workers), comma-separated")
+	fairRates        = flag.String("fair-namespace-rates", "", "then one run with turns, -fair-rate-workers passes in flight and each of these bounds on a namespace's passes begun per second (--namespace-rate), comma-separated")
+	fairRateWorkers  = flag.Int("fair-rate-workers", 1, "the bound on a namespace's passes in flight (--namespace-workers) beside each rate of -fair-namespace-rates; 0 for none")
+	fairQuietGap     = flag.Duration("fair-quiet-gap", 0, "pause between the quiet namespace's grants (0: the next claim the moment the last is Held)")
+	fairBoundedOnly  = flag.Bool("fair-bounded-only", false, "skip the runs first come, first served and with turns alone (for trying bounds; the table then has only the bounded rows)")
 )
 
 // fairPhase is the quiet namespace's grant latency in one phase.
@@ -70,10 +74,11 @@ type fairRun struct {
 // docs/scale.md "Fairness"). A quiet namespace takes uncontended grants one at a time (claim
 // created → seen Held), first with nothing else running (idle), then beside a noisy namespace that
 // keeps fair-locks × fair-claims claims and hands every one of its locks on the moment it is
-// granted (an open loop at the manager's capacity). It runs three times, each time with a fresh
+// granted (an open loop at the manager's capacity). It runs once per work queue, each time with a fresh
 // manager: with the work queues first come, first served (controller-runtime's default), with
-// namespaces taking turns (fairqueue), and with turns and each namespace bounded to
-// -fair-namespace-workers passes in flight. A benchmark: it prints figures and asserts none.
+// namespaces taking turns (fairqueue), with turns and each namespace bounded to
+// -fair-namespace-workers passes in flight, and with turns and each of -fair-namespace-rates
+// passes begun per second. A benchmark: it prints figures and asserts none.
 func TestFairness(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	ctx := t.Context()
@@ -93,9 +98,10 @@ func TestFairness(t *testing.T) {
 		name  string
 		queue fairqueue.Options
 	}
-	modes := []mode{
-		{"first come, first served (controller-runtime's default)", fairqueue.Options{FirstComeFirstServed: true}},
-		{"namespaces take turns (fairqueue)", fairqueue.Options{}},
+	var modes []mode
+	if !*fairBoundedOnly {
+		modes = append(modes, mode{"first come, first served (controller-runtime's default)", fairqueue.Options{FirstComeFirstServed: true}},
+			mode{"namespaces take turns (fairqueue)", fairqueue.Options{}})
 	}
 	for _, f := range strings.Split(*fairPerNamespace, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -107,6 +113,21 @@ func TestFairness(t *testing.T) {
 		}
 		modes = append(modes, mode{fmt.Sprintf("turns, at most %d of a namespace's passes at once (`--namespace-workers=%d`)", n, n),
 			fairqueue.Options{MaxPerNamespace: n}})
+	}
+	for _, f := range strings.Split(*fairRates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			t.Fatalf("-fair-namespace-rates: %q is not a rate above 0", f)
+		}
+		name := fmt.Sprintf("turns, at most %s of a namespace's passes begun a second (`--namespace-rate=%s`)", f, f)
+		if *fairRateWorkers > 0 {
+			name = fmt.Sprintf("turns, at most %d of a namespace's passes at once and %s begun a second (`--namespace-workers=%d --namespace-rate=%s`)",
+				*fairRateWorkers, f, *fairRateWorkers, f)
+		}
+		modes = append(modes, mode{name, fairqueue.Options{MaxPerNamespace: *fairRateWorkers, NamespaceRate: r}})
 	}
 	for i, mode := range modes {
 		fmt.Printf("queue: %s\n", mode.name)
@@ -174,6 +195,7 @@ func (b *bench) quietGrants(t *testing.T, ctx context.Context, ns, phase string,
 			t.Fatalf("%v: the quiet namespace was starved for longer than -fair-bound", err)
 		}
 		lat = append(lat, time.Since(start))
+		time.Sleep(*fairQuietGap)
 	}
 	return fairPhase{grants: report("quiet grants, "+phase+" (claim created → Held)", lat)}
 }
@@ -260,10 +282,14 @@ func deleteAndWait(ctx context.Context, c client.Client, ns string, bound time.D
 // fairMarkdown is the table docs/scale.md shows.
 func fairMarkdown(runs []fairRun) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "One run of `make bench-fairness` (%s, %s, %d cores, the local cluster): a quiet namespace's %d uncontended grants one at a time, "+
+	pace := "one at a time"
+	if *fairQuietGap > 0 {
+		pace = fmt.Sprintf("one at a time, %s apart", *fairQuietGap)
+	}
+	fmt.Fprintf(&s, "One run of `make bench-fairness` (%s, %s, %d cores, the local cluster): a quiet namespace's %d uncontended grants %s, "+
 		"idle and then beside a noisy namespace that keeps %d locks × %d claims (%d) and hands each lock on the moment it is granted "+
 		"(each phase timed for at most %s: n is how many grants fit); %d claim workers; a fresh manager for each queue.\n\n",
-		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), *fairGrants, *fairLocks, *fairClaims, *fairLocks**fairClaims, *fairBudget, *workers)
+		revision(), time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), *fairGrants, pace, *fairLocks, *fairClaims, *fairLocks**fairClaims, *fairBudget, *workers)
 	s.WriteString("| work queue | quiet grant, idle: p50 / p99 (n) | beside the noisy namespace: p50 / p99 (n) | p99 ÷ idle p99 | noisy handoffs/s |\n")
 	s.WriteString("|---|---|---|---|---|\n")
 	for _, r := range runs {
