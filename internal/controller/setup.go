@@ -79,16 +79,14 @@ func Setup(mgr manager.Manager, o Options) error {
 	if o.Namespace == "" {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")
 	}
+	var dropped *prometheus.CounterVec
 	if o.Metrics != nil {
 		// every controller's queue counts what it parks and what it holds for a namespace's pace
 		o.Queue.Parked, o.Queue.Paced = o.Metrics.QueueParked, o.Metrics.QueuePaced
+		dropped = o.Metrics.EventsDropped
 	}
 	// Not mgr.GetEventRecorder: client-go's broadcaster behind it keeps every distinct event for
 	// minutes, and lockwarden's events seldom repeat (package boundedevents).
-	var dropped *prometheus.CounterVec
-	if o.Metrics != nil {
-		dropped = o.Metrics.EventsDropped
-	}
 	recorder := boundedevents.New(mgr.GetClient(), mgr.GetScheme(), "lockwarden", eventInstance(), boundedevents.DefaultOptions, dropped)
 	if err := mgr.Add(recorder); err != nil {
 		return fmt.Errorf("adding the event recorder: %w", err)
