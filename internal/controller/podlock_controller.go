@@ -145,27 +145,37 @@ func (r *PodLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // (locksv1alpha1.LocksLabel): the key of the pod's hold, its claim's name and its messages.
 
 // parseLockAnnotation reads the lock annotation's value: one lock, or 2 to 8 separated by commas;
-// the result is the locks in name order joined by commas, or a message saying what is wrong.
+// the result is the locks in name order joined by commas, or what is wrong with the value, to
+// follow it in a message ("Annotation lock=<value> <problem>").
 func parseLockAnnotation(value string) (label, problem string) {
+	if !strings.Contains(value, ",") {
+		if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 {
+			return "", fmt.Sprintf("is not a DistributedLock name: %s", errs[0])
+		}
+		return value, ""
+	}
 	var names []string
 	seen := map[string]bool{}
 	for n := range strings.SplitSeq(value, ",") {
 		n = strings.TrimSpace(n)
 		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-			return "", fmt.Sprintf("%q is not a DistributedLock name: %s", n, errs[0])
+			return "", fmt.Sprintf("lists %q, which is not a DistributedLock name (name one lock, or 2 to 8 separated by commas): %s", n, errs[0])
 		}
 		if seen[n] {
-			return "", fmt.Sprintf("it names %q twice", n)
+			return "", fmt.Sprintf("names %q twice", n)
 		}
 		seen[n] = true
 		names = append(names, n)
 	}
-	if len(names) > 8 {
-		return "", fmt.Sprintf("it names %d locks; a pod holds at most 8 together", len(names))
+	if len(names) > maxLocksTogether {
+		return "", fmt.Sprintf("names %d locks: at most %d are held together", len(names), maxLocksTogether)
 	}
 	slices.Sort(names)
 	return locksv1alpha1.LocksLabel(names), ""
 }
+
+// maxLocksTogether is how many locks one claim holds at most (spec.lockNames' CEL bound).
+const maxLocksTogether = 8
 
 // lockNamesOf are the locks of a label that parseLockAnnotation made.
 func lockNamesOf(label string) []string { return strings.Split(label, ",") }
@@ -200,7 +210,7 @@ func (r *PodLockReconciler) asksForLock(ctx context.Context, pod *corev1.Pod) (l
 	label, problem := parseLockAnnotation(lockName)
 	if problem != "" {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q names no DistributedLock to hold, or 2 to 8 separated by commas: %s", locksv1alpha1.PodLockAnnotation, lockName, problem)
+			"Annotation %s=%q %s; no claim was made", locksv1alpha1.PodLockAnnotation, lockName, problem)
 		return "", false, r.markStandby(ctx, pod, lockName)
 	}
 	lockName = label

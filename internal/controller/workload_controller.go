@@ -135,7 +135,7 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 	label, problem := parseLockAnnotation(lockName)
 	if problem != "" {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q names no DistributedLock to hold, or 2 to 8 separated by commas: %s", locksv1alpha1.PodLockAnnotation, lockName, problem)
+			"Annotation %s=%q %s; no claim was made", locksv1alpha1.PodLockAnnotation, lockName, problem)
 		return "", false
 	}
 	return label, true
