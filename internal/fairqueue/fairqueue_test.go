@@ -291,20 +291,7 @@ func TestAParkedItemThatChangesIsServedOnce(t *testing.T) {
 	q.Add(req("a", "1"))
 	q.Add(req("a", "2"))
 	running, _ := get(t, q)
-	type got struct {
-		r reconcile.Request
-		p int
-	}
-	next := make(chan got, 2)
-	go func() {
-		for {
-			r, p, shutdown := q.GetWithPriority()
-			if shutdown {
-				return
-			}
-			next <- got{r, p}
-		}
-	}()
+	next := priorityGetter(q)
 	time.Sleep(50 * time.Millisecond) // the worker parks a/2 and waits again
 	high := 5
 	q.AddWithOpts(priorityqueue.AddOpts{Priority: &high}, req("a", "2"))
@@ -317,13 +304,41 @@ func TestAParkedItemThatChangesIsServedOnce(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	q.Done(running)
+	expectOnceAt(t, next, req("a", "2"), high)
+}
+
+// priorityGetter hands out the queue's items with their priorities on a channel, from one
+// worker, until the queue shuts down.
+func priorityGetter(q *Queue[reconcile.Request]) <-chan prioritized {
+	next := make(chan prioritized, 4)
+	go func() {
+		for {
+			r, p, shutdown := q.GetWithPriority()
+			if shutdown {
+				return
+			}
+			next <- prioritized{r, p}
+		}
+	}()
+	return next
+}
+
+// prioritized is an item handed out and its priority.
+type prioritized struct {
+	r reconcile.Request
+	p int
+}
+
+// expectOnceAt expects want next, at priority, and then nothing more.
+func expectOnceAt(t *testing.T, next <-chan prioritized, want reconcile.Request, priority int) {
+	t.Helper()
 	select {
 	case g := <-next:
-		if g.r != req("a", "2") || g.p != high {
-			t.Fatalf("got %v at %d, want a/2 at %d", g.r, g.p, high)
+		if g.r != want || g.p != priority {
+			t.Fatalf("got %v at %d, want %v at %d", g.r, g.p, want, priority)
 		}
 	case <-time.After(time.Second):
-		t.Fatal("a/2 not handed out after a/1 was done")
+		t.Fatalf("%v not handed out", want)
 	}
 	select {
 	case g := <-next:
@@ -456,20 +471,7 @@ func TestAHeldItemThatChangesIsServedOnce(t *testing.T) {
 	q, clk := pacedQueue(t, Bounds{Rate: 1}, nil)
 	q.Add(req("a", "1"))
 	q.Add(req("a", "2"))
-	type got struct {
-		r reconcile.Request
-		p int
-	}
-	next := make(chan got, 4)
-	go func() {
-		for {
-			r, p, shutdown := q.GetWithPriority()
-			if shutdown {
-				return
-			}
-			next <- got{r, p}
-		}
-	}()
+	next := priorityGetter(q)
 	if g := <-next; g.r != req("a", "1") {
 		t.Fatalf("got %v first", g.r)
 	}
@@ -480,19 +482,7 @@ func TestAHeldItemThatChangesIsServedOnce(t *testing.T) {
 		t.Fatalf("len %d: a held item was queued again beside itself", q.Len())
 	}
 	clk.Step(time.Second)
-	select {
-	case g := <-next:
-		if g.r != req("a", "2") || g.p != high {
-			t.Fatalf("got %v at %d, want a/2 at %d", g.r, g.p, high)
-		}
-	case <-time.After(time.Second):
-		t.Fatal("a/2 not handed out at its time")
-	}
-	select {
-	case g := <-next:
-		t.Fatalf("%v handed out again", g.r)
-	case <-time.After(50 * time.Millisecond):
-	}
+	expectOnceAt(t, next, req("a", "2"), high)
 }
 
 // With both bounds, an item that waited for its pace and was then parked does not pay twice: it
