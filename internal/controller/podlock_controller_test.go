@@ -300,7 +300,7 @@ var _ = Describe("Pods with a lock-mode annotation", func() {
 	It("hold a lock of several places Shared beside each other, or Exclusive alone, in queue order", func() {
 		ns := newNamespace()
 		newLock(ns, "db", withPlaces(3))
-		// The names sort in creation order: claims created in one second are queued by name.
+		// Two readers fit beside each other, whichever claim arrives first.
 		r1 := newModePod(ns, "p1-reader", "db", nil) // no annotation: Shared, the default
 		r2 := newModePod(ns, "p2-reader", "db", ptr.To("Shared"))
 		Eventually(podState(ns, "p1-reader")).Should(MatchRegexp(`^ungated/\d+$`))

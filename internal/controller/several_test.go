@@ -187,9 +187,11 @@ var _ = Describe("A pod annotated with several locks", func() {
 		newClaim(ns, "on-b", "env-b", "")
 		Eventually(phaseOf(ns, "on-b")).Should(Equal(held))
 		first := newLockPod(ns, "deploy-1", "env-b, env-a", true)
-		second := newLockPod(ns, "deploy-2", "env-a,env-b", true)
 		name := locksv1alpha1.PodClaimNameOfLocks(first.Name, first.UID, []string{"env-a", "env-b"})
 		Eventually(acquired(ns, name)).Should(Equal("False/WaitingForLocks"))
+		// The second pod only now, so that its claim arrives after the first's: two pods made
+		// together are reconciled side by side, and their claims arrive in either order.
+		second := newLockPod(ns, "deploy-2", "env-a,env-b", true)
 		Expect(claimOf(ns, name)(Default).Spec.LockNames).To(Equal([]string{"env-a", "env-b"}))
 		Consistently(podState(ns, "deploy-1")).WithTimeout(time.Second).Should(Equal("gated/"))
 
@@ -225,10 +227,10 @@ var _ = Describe("A Job annotated with several locks", func() {
 		newClaim(ns, "on-a", "env-a", "")
 		Eventually(phaseOf(ns, "on-a")).Should(Equal(held))
 		first := newLockJob(ns, "deploy-1", "env-b,env-a", true)
-		newLockJob(ns, "deploy-2", "env-a,env-b", true)
 		name := locksv1alpha1.PodClaimNameOfLocks(first.Name, first.UID, []string{"env-a", "env-b"})
 		// Queued on env-a, its home lock (the first by name), which on-a holds.
 		Eventually(acquired(ns, name)).Should(Equal("False/Queued"))
+		newLockJob(ns, "deploy-2", "env-a,env-b", true) // its claim arrives after the first's
 		Consistently(jobState(ns, "deploy-1")).WithTimeout(time.Second).Should(Equal("suspended/"))
 
 		deleteNow(claimOf(ns, "on-a")(Default))
