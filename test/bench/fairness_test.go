@@ -50,10 +50,10 @@ var (
 	fairBudget       = flag.Duration("fair-budget", 90*time.Second, "time the quiet namespace's grants of a phase for at most this long (fewer than -fair-grants if they are slow)")
 	fairBound        = flag.Duration("fair-bound", 5*time.Minute, "after this, a quiet grant not seen Held counts as not working")
 	fairDoc          = flag.String("fair-doc", "", "write the fairness table into this file's fairness block (make bench-fairness: docs/scale.md)")
-	fairPerNamespace = flag.String("fair-namespace-workers", "2,4", "after the runs without a bound, one run with turns and each of these bounds on a namespace's passes in flight (--namespace-workers), comma-separated")
-	fairRates        = flag.String("fair-namespace-rates", "", "then one run with turns, -fair-rate-workers passes in flight and each of these bounds on a namespace's passes begun per second (--namespace-rate), comma-separated")
+	fairPerNamespace = flag.String("fair-namespace-workers", "1,2", "after the runs without a bound, one run with turns and each of these bounds on a namespace's passes in flight (--namespace-workers), comma-separated")
+	fairRates        = flag.String("fair-namespace-rates", "10,25", "then one run with turns, -fair-rate-workers passes in flight and each of these bounds on a namespace's passes begun per second (--namespace-rate), comma-separated")
 	fairRateWorkers  = flag.Int("fair-rate-workers", 1, "the bound on a namespace's passes in flight (--namespace-workers) beside each rate of -fair-namespace-rates; 0 for none")
-	fairQuietGap     = flag.Duration("fair-quiet-gap", 0, "pause between the quiet namespace's grants (0: the next claim the moment the last is Held)")
+	fairQuietGap     = flag.Duration("fair-quiet-gap", 100*time.Millisecond, "pause between the quiet namespace's grants, so that it asks for a few a second as a quiet tenant does (0: the next claim the moment the last is Held)")
 	fairBoundedOnly  = flag.Bool("fair-bounded-only", false, "skip the runs first come, first served and with turns alone (for trying bounds; the table then has only the bounded rows)")
 )
 
