@@ -387,6 +387,7 @@ func mutantScenario(m mutant.Name) scenario {
 		s = commandRuns(faultHolderPartition)
 		s.workload, s.expect = 30*time.Second, "commands"
 	case mutant.GrantOneByOne:
+		// Every claim of two locks is reported Held with its home lock alone.
 		s = severalLocks("kubernetes", "")
 		s.workload, s.expect = 20*time.Second, "history"
 	case mutant.TerminatingHolderLabel:
