@@ -314,12 +314,13 @@ func ClassifyWrites(lock string, grants []Grant, log []Write) StaleWrites {
 // read that began before a change and returned after it), far shorter than a failover.
 const LapseGap = time.Second
 
-// LapseDisown is how soon after a lapsed hold's key came back the claim must be seen Lost for the
-// comeback to count as the controller disowning it rather than resuming it: a renewal held up by
-// a partition may land on a record nobody took meanwhile (ZooKeeper's set by version), and the
-// controller, answered only after the hold expired, ends the claim Lost in the pass that follows
-// and lets the key go. A pass and its claim write take milliseconds; 2 s leaves room for a loaded
-// machine, as the backend view's grace does. A resumed hold goes on for as long as its holder.
+// LapseDisown is how soon after a lapsed hold's key came back the claim must be seen ended for
+// the comeback not to count as a resumed hold: a renewal held up by a partition may land on a
+// record nobody took meanwhile (ZooKeeper's set by version), and the controller, answered only
+// after the hold expired, ends the claim Lost in the pass that follows and lets the key go. A
+// claim that ends otherwise in that time (released, its claim deleted) does not go on either. A
+// pass and its claim write take milliseconds; 2 s leaves room for a loaded machine, as the
+// backend view's grace does. A resumed hold goes on for as long as its holder.
 const LapseDisown = 2 * time.Second
 
 // CheckNoResumedLapse checks that a hold the backend let go stays gone: while a claim is Held
@@ -332,8 +333,9 @@ const LapseDisown = 2 * time.Second
 // the holder has stopped for good, nobody is left to go on: a renewal sent before a partition
 // and applied after it, onto a record nobody touched meanwhile (ZooKeeper's set by version), may
 // bring back the hold the controller is releasing, and harms no one. Nor is it a resume when the
-// claim is seen Lost within LapseDisown of the comeback: the controller disowned what a late
-// renewal wrote. One line per hold.
+// claim is seen ended within LapseDisown of the comeback: Lost, the controller disowned what a
+// late renewal wrote; released or deleted, the hold ended before it could go on. One line per
+// hold.
 func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Duration) []string {
 	byLock := map[string][]Grant{}
 	for _, g := range grants {
@@ -364,7 +366,7 @@ func CheckNoResumedLapse(timelines []KeyTimeline, grants []Grant, gap time.Durat
 				}
 				switch {
 				case held(s) && seenHeld && !goneSince.IsZero() && s.At.Sub(goneSince) >= gap &&
-					!(g.Lost && !g.Released.IsZero() && g.Released.Sub(s.At) <= LapseDisown):
+					!(!g.Released.IsZero() && g.Released.Sub(s.At) <= LapseDisown):
 					out = append(out, fmt.Sprintf("lock %s: claim %s (token %d, identity %s) stayed Held while key %s was gone from the backend for it from %s and held for it again at %s: a lapsed hold resumed",
 						tl.Lock, g.Claim, g.Token, g.Identity, tl.Key, goneSince.Format(time.StampMilli), s.At.Format(time.StampMilli)))
 					goneSince = time.Time{}

@@ -247,8 +247,10 @@ func TestCheckNoResumedLapse(t *testing.T) {
 	ended.Released = at(20_000)
 	deleted := g // its pod deleted at 4.5 s; the claim seen released at 16 s
 	deleted.End, deleted.EndAt, deleted.Released = EndPodDelete, at(4_500), at(16_000)
-	hung := g // hung from 4.5 s, then went on writing
-	hung.End, hung.EndAt, hung.Released = EndHang, at(4_500), at(16_000)
+	hung := g // hung from 4.5 s, then went on writing; its claim seen released at 20 s
+	hung.End, hung.EndAt, hung.Released = EndHang, at(4_500), at(20_000)
+	hungEnded := hung // its claim deleted, seen released 79 ms after a late renewal brought its key back at 15 s
+	hungEnded.Released = at(15_079)
 	disowned := g // seen Lost 300 ms after a late renewal brought its key back at 15 s
 	disowned.Lost, disowned.Released = true, at(15_300)
 	lostLater := g // seen Lost only 5 s after
@@ -272,6 +274,7 @@ func TestCheckNoResumedLapse(t *testing.T) {
 		"back after a hang":                 {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: hung, want: "from Dec  5 12:00:05.000"},
 		"back, and disowned (Lost) at once": {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: disowned},
 		"back, and Lost only 5 s later":     {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: lostLater, want: "from Dec  5 12:00:05.000"},
+		"back, and released at once":        {states: []KeyState{state(50, "a"), state(5_000, ""), state(15_000, "a")}, grant: hungEnded},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
