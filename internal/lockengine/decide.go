@@ -144,9 +144,12 @@ type waiterFacts struct {
 type waiterVerdict struct {
 	// end is set when the claim stops waiting for good.
 	end *ending
-	// missing, when set, says that its holder (a pod, or a heartbeat Lease: heartbeats.go)
+	// missing, when set, says that its holder (a pod, a heartbeat Lease or a workload object)
 	// does not exist yet: it cannot be granted now, and waits aside.
 	missing *missingHolder
+	// seen is the holder's UID, seen for the first time: the queue step records it in the
+	// claim's status (holder.noteUID).
+	seen types.UID
 }
 
 // judgeWaiter decides whether a waiting claim goes on waiting: not when its lock is going or its

@@ -64,9 +64,11 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 		}
 		switch {
 		case i >= 0:
+			alive, wake := s.holdVerdict(c)
+			s.wait = soonest(s.wait, wake)
 			end := seams.holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
-				lockName: s.lock.Name, pod: s.podVerdict(c), deletedWithPod: s.deletedWithPod(c),
+				lockName: s.lock.Name, pod: alive, deletedWithPod: holderOf(c).deletedWith(s, c),
 			})
 			if end == nil {
 				keep[i] = append(keep[i], c)
@@ -78,7 +80,8 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 		case isHeld(c):
 			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
 			// write did not land, or a newer grant replaced it.
-			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: s.podVerdict(c)})
+			alive, _ := s.holdVerdict(c)
+			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: alive})
 			if end == nil {
 				end = lostEnding("The lock was granted again since this claim's grant")
 			}

@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
-	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 // Field indexes that let watches wake exactly the objects that care.
@@ -75,32 +74,26 @@ var fieldIndexes = []fieldIndex{
 	{&locksv1alpha1.LockClaim{}, indexClaimLock, func(o client.Object) []string {
 		return claimLocks(o.(*locksv1alpha1.LockClaim))
 	}, namespaced},
-	{&locksv1alpha1.LockClaim{}, indexClaimPod, func(o client.Object) []string {
-		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.PodName != "" {
-			return []string{h.PodName}
-		}
-		return nil
-	}, namespaced},
-	{&locksv1alpha1.LockClaim{}, indexClaimLease, func(o client.Object) []string {
-		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.LeaseName != "" {
-			return []string{h.LeaseName}
-		}
-		return nil
-	}, namespaced},
-	{&locksv1alpha1.LockClaim{}, indexClaimObject, func(o client.Object) []string {
-		if h := o.(*locksv1alpha1.LockClaim).Spec.Holder; h != nil && h.Object != nil {
-			if key := workloads.RefKeyOf(h.Object.APIVersion, h.Object.Kind, h.Object.Name); key != "" {
-				return []string{key}
-			}
-		}
-		return nil
-	}, namespaced},
+	{&locksv1alpha1.LockClaim{}, indexClaimPod, holderIndex(indexClaimPod), namespaced},
+	{&locksv1alpha1.LockClaim{}, indexClaimLease, holderIndex(indexClaimLease), namespaced},
+	{&locksv1alpha1.LockClaim{}, indexClaimObject, holderIndex(indexClaimObject), namespaced},
 	{&locksv1alpha1.DistributedLock{}, indexLockRecord, func(o client.Object) []string {
 		return recordIndexKeys(o.(*locksv1alpha1.DistributedLock).Status.CurrentHolders())
 	}, namespaced},
 	{&locksv1alpha1.DistributedLock{}, indexLockBackend, func(o client.Object) []string {
 		return []string{o.(*locksv1alpha1.DistributedLock).BackendName()}
 	}, clusterWide},
+}
+
+// holderIndex files a claim under its holder in the index of the holder's kind
+// (holder.indexKey), and nowhere in the others.
+func holderIndex(index string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		if ix, key := holderOf(o.(*locksv1alpha1.LockClaim)).indexKey(); ix == index {
+			return []string{key}
+		}
+		return nil
+	}
 }
 
 // SetupIndexes registers the field indexes every reconciler relies on. Call it once, before the

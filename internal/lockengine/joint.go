@@ -83,14 +83,7 @@ func (s *lockScope) waiting() []*queued {
 		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() || s.givingBack(c) {
 			continue
 		}
-		var podName string
-		if h := c.Spec.Holder; h != nil {
-			podName = h.PodName
-		}
-		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
-			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
-		v = s.judgeObject(c, s.judgeHeartbeat(c, v))
-		if v.end == nil && v.missing == nil {
+		if v := s.judgeWaiting(c); v.end == nil && v.missing == nil {
 			queue = append(queue, &queued{claim: c})
 		}
 	}

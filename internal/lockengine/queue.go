@@ -63,17 +63,10 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) error {
 		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() || s.givingBack(c) {
 			continue
 		}
-		var podName string
-		if h := c.Spec.Holder; h != nil && h.PodName != "" {
-			podName = h.PodName
-			if pod := s.pods[podName]; pod != nil && c.Status.PodUID == "" {
-				c.Status.PodUID = pod.UID
-			}
+		v := s.judgeWaiting(c)
+		if v.seen != "" {
+			holderOf(c).noteUID(c, v.seen)
 		}
-		v := judgeWaiter(waiterFacts{lockDeleting: !s.lock.DeletionTimestamp.IsZero(), lockName: s.lock.Name,
-			namespace: c.Namespace, podName: podName, pod: s.pods[podName], podUID: c.Status.PodUID})
-		v = s.judgeHeartbeat(c, v)
-		v = s.judgeObject(c, v)
 		switch {
 		case v.end != nil:
 			endWait(c, v.end, s.now)

@@ -20,14 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,7 +34,6 @@ import (
 	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/identity"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
-	"github.com/lockwarden/lockwarden/internal/podliveness"
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
@@ -86,7 +82,7 @@ type passRead struct {
 	nodes map[string]*corev1.Node
 	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
 	heartbeats map[string]heartbeat.Verdict
-	// objects are the holder workload objects that claims name, by holderObjectKey (workloads.go).
+	// objects are the holder workload objects that claims name, by objectHolder.key (holder_object.go).
 	objects map[string]heldObject
 	// backend is the lock's backend session; nil when it cannot be used now.
 	backend backends.Backend
@@ -161,21 +157,16 @@ func (s *lockScope) maxHolders() int32 {
 }
 
 // identityOf is the identity claim c holds or asks the backend for: spec.holder.identity, else
-// its pod's UID, else its own UID.
+// its holder pod's or object's UID, else its own UID.
 func (s *lockScope) identityOf(c *locksv1alpha1.LockClaim) string {
 	if isHeld(c) && c.Status.HolderIdentity != "" {
 		return c.Status.HolderIdentity
 	}
-	h := c.Spec.Holder
-	switch {
-	case h != nil && h.Identity != "":
+	if h := c.Spec.Holder; h != nil && h.Identity != "" {
 		return h.Identity
-	case h != nil && h.PodName != "" && c.Status.PodUID != "":
-		return string(c.Status.PodUID)
-	case h != nil && h.PodName != "" && s.pods[h.PodName] != nil:
-		return string(s.pods[h.PodName].UID)
-	case h != nil && h.Object != nil && c.Status.ObjectUID != "":
-		return string(c.Status.ObjectUID)
+	}
+	if uid := holderOf(c).uid(s, c); uid != "" {
+		return string(uid)
 	}
 	return string(c.UID)
 }
@@ -242,64 +233,6 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 	return c.Name == rec.Claim && (rec.ClaimUID == "" || rec.ClaimUID == c.UID)
 }
 
-// podVerdict is the liveness of the holder of c, a claim that holds: of its pod (and of the pod's
-// node, when the lock sets holderNodeLossSeconds), of its heartbeat Lease, or of its workload
-// object; Alive for a detached claim without one.
-func (s *lockScope) podVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
-	h := c.Spec.Holder
-	if h != nil && h.LeaseName != "" {
-		return s.heartbeatVerdict(c)
-	}
-	if h != nil && h.Object != nil {
-		return s.objectVerdict(c)
-	}
-	if h == nil || h.PodName == "" {
-		return podliveness.Verdict{Alive: true}
-	}
-	pod := s.pods[h.PodName]
-	if v := podliveness.Check(pod, h.PodName, c.Status.PodUID); !v.Alive {
-		return v
-	}
-	return s.nodeVerdict(pod)
-}
-
-// nodeVerdict is the liveness of a live holder pod's node under the lock's holderNodeLossSeconds
-// (Alive when the lock does not set it): a node not Ready that long ends the hold as the pod's
-// death would. A node not Ready for less wakes the pass when it would reach the limit, since no
-// event comes then.
-func (s *lockScope) nodeVerdict(pod *corev1.Pod) podliveness.Verdict {
-	limit := s.lock.Spec.HolderNodeLossSeconds
-	node, loaded := s.nodes[pod.Spec.NodeName]
-	if limit == nil || !loaded {
-		// Not loaded: the lock did not set the limit when the pass read it, or the pod has no
-		// node. Never a verdict on a node the pass did not read.
-		return podliveness.Verdict{Alive: true}
-	}
-	v, wake := podliveness.CheckNode(node, pod.Name, pod.Spec.NodeName, time.Duration(*limit)*time.Second, s.now)
-	s.wait = soonest(s.wait, wake)
-	return v
-}
-
-// deletedWithPod says whether claim c goes with its holder pod's foreground deletion: c is owned
-// by the pod (a claim lockctl or the pod controller made), and the pod terminates with the
-// foregroundDeletion finalizer, under which Kubernetes deletes dependents before the pod is gone.
-// The same goes for a holder workload object and the claim it owns (deletedWithObject).
-func (s *lockScope) deletedWithPod(c *locksv1alpha1.LockClaim) bool {
-	h := c.Spec.Holder
-	if h != nil && h.Object != nil {
-		return s.deletedWithObject(c)
-	}
-	if h == nil || h.PodName == "" {
-		return false
-	}
-	pod := s.pods[h.PodName]
-	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
-		return false
-	}
-	owner := metav1.GetControllerOf(c)
-	return owner != nil && owner.UID == pod.UID
-}
-
 // holdKey names the hold of identity (a claim's holder identity) on the lock's key.
 func (s *lockScope) holdKey(identity string) renewal.HoldKey {
 	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
@@ -362,22 +295,6 @@ func (s *lockScope) startLockDelay() {
 	}
 }
 
-// heartbeatVerdict is the liveness of the holder of detached claim c with a heartbeat Lease: a
-// Lease that expired, was deleted, or is missing while the claim holds ends the hold like a dead
-// pod.
-func (s *lockScope) heartbeatVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
-	v, ok := s.heartbeats[c.Spec.Holder.LeaseName]
-	switch {
-	case !ok || v.State == heartbeat.Alive:
-		return podliveness.Verdict{Alive: true}
-	case v.State == heartbeat.Missing:
-		// A holder's Lease that this process never saw: it was deleted before a restart of the
-		// controller, or lost its label.
-		return podliveness.Verdict{Reason: fmt.Sprintf("heartbeat Lease %s in namespace %s was deleted", c.Spec.Holder.LeaseName, c.Namespace)}
-	}
-	return podliveness.Verdict{Reason: v.Reason}
-}
-
 // Reading. What a pass works from: the lock, its claims, their pods and heartbeat Leases from the
 // cache, the lock's backend, and the key ledger's word on who owns its key.
 
@@ -393,7 +310,7 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 	fresh, err := r.readClaims(ctx, s, func(read *locksv1alpha1.LockClaim) error {
 		c := read.DeepCopy()
 		s.claims = append(s.claims, c)
-		return r.loadHolder(ctx, s, c)
+		return holderOf(c).load(ctx, r, s, c)
 	})
 	if !fresh || err != nil {
 		return nil, err
@@ -414,23 +331,6 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 		}
 	}
 	return s, nil
-}
-
-// loadHolder reads what the pass judges claim c's holder by: its pod (and the pod's Node), its
-// workload object, its heartbeat Lease.
-func (r *Reconciler) loadHolder(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	if h := c.Spec.Holder; h != nil && h.PodName != "" {
-		if err := r.loadPod(ctx, s, h.PodName); err != nil {
-			return err
-		}
-		if err := r.loadNode(ctx, s, c); err != nil {
-			return err
-		}
-	}
-	if err := r.loadObject(ctx, s, c); err != nil {
-		return err
-	}
-	return r.loadHeartbeat(ctx, s, c)
 }
 
 // readLock starts the scope of a pass of lock name at now, with the lock from the cache (s.lock
@@ -503,103 +403,6 @@ func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.U
 	}
 	s.backend = use.Session
 	return nil, nil
-}
-
-func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) error {
-	if _, ok := s.pods[name]; ok {
-		return nil
-	}
-	pod := &corev1.Pod{}
-	switch err := r.Pods.Get(ctx, client.ObjectKey{Namespace: s.name.Namespace, Name: name}, pod); {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	}
-	s.pods[name] = pod
-	return nil
-}
-
-// loadNode reads from the cache the Node of the pod of claim c, when c holds (a held claim, or
-// one the lock record names) and the lock sets holderNodeLossSeconds: only holders are judged by
-// their node (nodeVerdict), and only such locks read Nodes at all. A Node that does not exist is
-// recorded as nil.
-func (r *Reconciler) loadNode(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	if s.lock == nil || s.lock.Spec.HolderNodeLossSeconds == nil || !isHeld(c) && recordIndex(s.lock.Status.Holders, c) < 0 {
-		return nil
-	}
-	pod := s.pods[c.Spec.Holder.PodName]
-	if pod == nil || pod.Spec.NodeName == "" {
-		return nil
-	}
-	if _, ok := s.nodes[pod.Spec.NodeName]; ok {
-		return nil
-	}
-	node := &corev1.Node{}
-	switch err := r.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); {
-	case apierrors.IsNotFound(err):
-		node = nil
-	case err != nil:
-		return err
-	}
-	if s.nodes == nil {
-		s.nodes = map[string]*corev1.Node{}
-	}
-	s.nodes[pod.Spec.NodeName] = node
-	return nil
-}
-
-// loadHeartbeat reads the heartbeat Lease that claim c names, from the cache, and records its
-// verdict in the scope. A live heartbeat wakes the lock when it would expire, so that a claimant
-// that stopped renewing is released without waiting for any event.
-func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	h := c.Spec.Holder
-	if h == nil || h.LeaseName == "" || isFinal(c.Status.Phase) {
-		return nil
-	}
-	if _, ok := s.heartbeats[h.LeaseName]; ok {
-		return nil
-	}
-	name := types.NamespacedName{Namespace: c.Namespace, Name: h.LeaseName}
-	lease := &coordinationv1.Lease{}
-	switch err := r.Get(ctx, name, lease); {
-	case apierrors.IsNotFound(err):
-		lease = nil
-	case err != nil:
-		return err
-	}
-	v := r.heartbeats.Observe(name, lease, s.now)
-	if s.heartbeats == nil {
-		s.heartbeats = map[string]heartbeat.Verdict{}
-	}
-	s.heartbeats[h.LeaseName] = v
-	if v.State == heartbeat.Alive {
-		s.wait = soonest(s.wait, v.ExpireAt.Sub(s.now))
-	}
-	return nil
-}
-
-// judgeHeartbeat adds to a waiting claim's verdict what its heartbeat Lease says: a claimant
-// that stopped renewing (or deleted its Lease) while it waited will never use the lock, so its
-// wait ends as a dead pod's does; a claim whose Lease is not there yet waits aside, ungranted.
-func (s *lockScope) judgeHeartbeat(c *locksv1alpha1.LockClaim, v waiterVerdict) waiterVerdict {
-	h := c.Spec.Holder
-	if v.end != nil || h == nil || h.LeaseName == "" {
-		return v
-	}
-	hb, ok := s.heartbeats[h.LeaseName]
-	switch {
-	case !ok || hb.State == heartbeat.Alive:
-	case hb.State == heartbeat.Missing:
-		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
-			"Heartbeat Lease %s does not exist in namespace %s, or lacks the label %s: \"true\"", h.LeaseName, c.Namespace, locksv1alpha1.HeartbeatLabel)}
-	case hb.State == heartbeat.Invalid:
-		v.missing = &missingHolder{reason: locksv1alpha1.ReasonHeartbeatNotFound, what: fmt.Sprintf(
-			"Heartbeat Lease %s in namespace %s has no spec.leaseDurationSeconds", h.LeaseName, c.Namespace)}
-	default:
-		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated, message: "The holder will never get the lock: " + hb.Reason}
-	}
-	return v
 }
 
 // takeKey makes the lock the owner of its key in its store in the key ledger, or says which lock

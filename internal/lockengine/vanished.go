@@ -39,52 +39,6 @@ import (
 // a release or without one, and a claim deleted with its holder's foreground deletion holds
 // until the holder is gone. A vanished claim is never written; the record's write says it all.
 
-// recordedHolder is the holder of claim c as the lock record keeps it: its pod, heartbeat Lease or
-// workload object, with the pod's or object's UID (podUID, objectUID: what the pass knows of
-// them); nil for a detached claim.
-func recordedHolder(c *locksv1alpha1.LockClaim, podUID, objectUID types.UID) *locksv1alpha1.RecordedHolder {
-	h := c.Spec.Holder
-	switch {
-	case h == nil:
-		return nil
-	case h.PodName != "":
-		return &locksv1alpha1.RecordedHolder{APIVersion: "v1", Kind: "Pod", Name: h.PodName, UID: podUID}
-	case h.LeaseName != "":
-		return &locksv1alpha1.RecordedHolder{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease", Name: h.LeaseName}
-	case h.Object != nil:
-		return &locksv1alpha1.RecordedHolder{APIVersion: h.Object.APIVersion, Kind: h.Object.Kind, Name: h.Object.Name, UID: objectUID}
-	}
-	return nil
-}
-
-// sameHolder says whether two recorded holders are one: both detached, or the same kind and name
-// with the same UID (a pod or object of that name with another UID, or one whose UID is not known,
-// is not the same; a Lease has none).
-func sameHolder(a, b *locksv1alpha1.RecordedHolder) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	if a.APIVersion != b.APIVersion || a.Kind != b.Kind || a.Name != b.Name || a.UID != b.UID {
-		return false
-	}
-	isLease := a.APIVersion == coordinationv1.SchemeGroupVersion.String() && a.Kind == "Lease"
-	return isLease || a.UID != ""
-}
-
-// holderOfRecord is the claim holder a record's RecordedHolder stands for, and the pod's or
-// object's UID; nil for a detached claim's record.
-func holderOfRecord(rh *locksv1alpha1.RecordedHolder) (*locksv1alpha1.ClaimHolder, types.UID) {
-	switch {
-	case rh == nil:
-		return nil, ""
-	case rh.APIVersion == "v1" && rh.Kind == "Pod":
-		return &locksv1alpha1.ClaimHolder{PodName: rh.Name}, rh.UID
-	case rh.APIVersion == coordinationv1.SchemeGroupVersion.String() && rh.Kind == "Lease":
-		return &locksv1alpha1.ClaimHolder{LeaseName: rh.Name}, ""
-	}
-	return &locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{APIVersion: rh.APIVersion, Kind: rh.Kind, Name: rh.Name}}, rh.UID
-}
-
 // vanishedClaim is the claim that record entry rec names, rebuilt from the record for a pass that
 // found it gone: Held with the entry's identity and token, deleted at now, and, like the claims
 // that lockctl and the controllers make, controlled by its pod or workload object (so that a
@@ -95,7 +49,7 @@ func vanishedClaim(rec *locksv1alpha1.LockHolder, lock types.NamespacedName, now
 	deleted := metav1.NewTime(now)
 	c := &locksv1alpha1.LockClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: lock.Namespace, Name: rec.Claim, UID: rec.ClaimUID, DeletionTimestamp: &deleted},
-		Spec:       locksv1alpha1.LockClaimSpec{LockName: lock.Name, Holder: holder},
+		Spec:       locksv1alpha1.LockClaimSpec{LockName: lock.Name},
 		Status: locksv1alpha1.LockClaimStatus{
 			Phase:          locksv1alpha1.ClaimHeld,
 			HolderIdentity: rec.Identity,
@@ -104,21 +58,8 @@ func vanishedClaim(rec *locksv1alpha1.LockHolder, lock types.NamespacedName, now
 			ExpireTime:     rec.ExpireTime.DeepCopy(),
 		},
 	}
-	switch {
-	case holder == nil || holderUID == "":
-	case holder.PodName != "":
-		c.Status.PodUID = holderUID
-		c.OwnerReferences = []metav1.OwnerReference{controllerRef("v1", "Pod", holder.PodName, holderUID)}
-	case holder.Object != nil:
-		c.Status.ObjectUID = holderUID
-		c.OwnerReferences = []metav1.OwnerReference{controllerRef(holder.Object.APIVersion, holder.Object.Kind, holder.Object.Name, holderUID)}
-	}
+	holder.rebuild(c, holderUID)
 	return c
-}
-
-func controllerRef(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
-	controller := true
-	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &controller}
 }
 
 // vanishedEntries are the indexes of the record entries whose claim is gone: no claim of the pass
@@ -158,7 +99,7 @@ func (r *Reconciler) loadVanished(ctx context.Context, s *lockScope) error {
 		s.vanished[c.UID] = true
 		s.read[c.UID] = c.DeepCopy()
 		s.claims = append(s.claims, c)
-		if err := r.loadHolder(ctx, s, c); err != nil {
+		if err := holderOf(c).load(ctx, r, s, c); err != nil {
 			return err
 		}
 	}
@@ -180,23 +121,6 @@ func (s *lockScope) fillRecord(rec *locksv1alpha1.LockHolder, keep []*locksv1alp
 	if rec.Holder == nil {
 		rec.Holder = s.recordedHolderOf(named)
 	}
-}
-
-// recordedHolderOf is recordedHolder of c with the UIDs the pass knows: recorded in its status,
-// else read from the cache.
-func (s *lockScope) recordedHolderOf(c *locksv1alpha1.LockClaim) *locksv1alpha1.RecordedHolder {
-	podUID, objectUID := c.Status.PodUID, c.Status.ObjectUID
-	if h := c.Spec.Holder; h != nil && h.PodName != "" && podUID == "" {
-		if pod := s.pods[h.PodName]; pod != nil {
-			podUID = pod.UID
-		}
-	}
-	if objectUID == "" {
-		if o := s.objects[holderObjectKey(c)]; o.obj != nil {
-			objectUID = o.obj.GetUID()
-		}
-	}
-	return recordedHolder(c, podUID, objectUID)
 }
 
 // recordIndexKeys are the keys under which indexLockRecord files a lock: its record's claims and

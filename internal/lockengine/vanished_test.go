@@ -80,7 +80,7 @@ func TestVanishedClaimKeepsItsHolder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "claim-uid"}, Spec: locksv1alpha1.LockClaimSpec{Holder: tc.holder}}
 			rec := locksv1alpha1.LockHolder{Claim: "a", ClaimUID: "claim-uid", Identity: "id", FencingToken: 9,
-				AcquireTime: metav1.NewMicroTime(now), Holder: recordedHolder(c, tc.uid, tc.uid)}
+				AcquireTime: metav1.NewMicroTime(now), Holder: holderOf(c).record(tc.uid)}
 			v := vanishedClaim(&rec, lock, now.Add(time.Second))
 			if !reflect.DeepEqual(v.Spec.Holder, tc.holder) {
 				t.Fatalf("holder %+v, want %+v", v.Spec.Holder, tc.holder)

@@ -20,10 +20,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,37 +54,33 @@ type heldObject struct {
 	obj *unstructured.Unstructured
 }
 
-// holderObjectKey is the scope's key of the holder object claim c names; empty when it names none.
-func holderObjectKey(c *locksv1alpha1.LockClaim) string {
-	h := c.Spec.Holder
-	if h == nil || h.Object == nil {
-		return ""
-	}
-	return workloads.RefKeyOf(h.Object.APIVersion, h.Object.Kind, h.Object.Name)
-}
+// objectHolder is a claim's holder workload object (spec.holder.object).
+type objectHolder struct{ ref locksv1alpha1.HolderObject }
 
-// loadObject reads from the cache (WorkloadCache) the holder object that claim c names, when its kind is listed;
-// a kind that is not is recorded with the reason, and read nowhere.
-func (r *Reconciler) loadObject(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	h := c.Spec.Holder
-	if h == nil || h.Object == nil || isFinal(c.Status.Phase) {
+// key is the scope's key of the object (s.objects), as workloads.RefKeyOf spells it.
+func (o objectHolder) key() string { return workloads.RefKeyOf(o.ref.APIVersion, o.ref.Kind, o.ref.Name) }
+
+// load reads from the cache (WorkloadCache) the object, when its kind is listed; a kind that is
+// not is recorded with the reason, and read nowhere.
+func (o objectHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if isFinal(c.Status.Phase) {
 		return nil
 	}
-	key := holderObjectKey(c)
+	key := o.key()
 	if _, ok := s.objects[key]; ok {
 		return nil
 	}
 	if s.objects == nil {
 		s.objects = map[string]heldObject{}
 	}
-	kind, err := r.Workloads.LookupRef(h.Object.APIVersion, h.Object.Kind)
+	kind, err := r.Workloads.LookupRef(o.ref.APIVersion, o.ref.Kind)
 	if err != nil {
 		s.objects[key] = heldObject{unwatched: err}
 		return nil
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(kind.GVK)
-	switch err := r.WorkloadCache.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: h.Object.Name}, obj); {
+	switch err := r.WorkloadCache.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: o.ref.Name}, obj); {
 	case apierrors.IsNotFound(err):
 		obj = nil
 	case err != nil:
@@ -92,56 +90,86 @@ func (r *Reconciler) loadObject(ctx context.Context, s *lockScope, c *locksv1alp
 	return nil
 }
 
-// objectVerdict is the liveness of the holder object of c, a claim that holds.
-func (s *lockScope) objectVerdict(c *locksv1alpha1.LockClaim) podliveness.Verdict {
-	o, ok := s.objects[holderObjectKey(c)]
-	if !ok || o.unwatched != nil {
-		// Not read (the claim was granted before the kind left the list): nothing tells when it
-		// finishes, so its hold lasts until the claim is deleted, as a detached claim's does.
-		return podliveness.Verdict{Alive: true}
-	}
-	return workloads.Check(o.kind, o.obj, c.Spec.Holder.Object.Name, c.Status.ObjectUID)
-}
-
-// judgeObject adds to v, the verdict on a waiting claim, what its holder object says: a kind the
-// install does not list fails the claim; an object that does not exist yet (and was never seen)
-// makes it wait aside, as a pod does; one that finished, or was replaced, before the claim was
-// granted fails it. It records the object's UID in the claim's status when first seen.
-func (s *lockScope) judgeObject(c *locksv1alpha1.LockClaim, v waiterVerdict) waiterVerdict {
-	h := c.Spec.Holder
-	if v.end != nil || h == nil || h.Object == nil {
-		return v
-	}
-	o := s.objects[holderObjectKey(c)]
+// waitVerdict: a kind the install does not list fails the claim; an object that does not exist
+// yet (and was never seen) makes it wait aside, as a pod does; one that finished, or was
+// replaced, before the claim was granted fails it.
+func (o objectHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waiterVerdict {
+	read := s.objects[o.key()]
+	uid := c.Status.ObjectUID
+	var v waiterVerdict
 	switch {
-	case o.unwatched != nil:
-		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonWorkloadKindNotWatched, message: capitalize(o.unwatched.Error())}
+	case read.unwatched != nil:
+		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonWorkloadKindNotWatched, message: capitalize(read.unwatched.Error())}
 		return v
-	case o.obj == nil && c.Status.ObjectUID == "":
+	case read.obj == nil && uid == "":
 		v.missing = &missingHolder{reason: locksv1alpha1.ReasonWorkloadNotFound,
-			what: fmt.Sprintf("%s %s does not exist in namespace %s", h.Object.Kind, h.Object.Name, c.Namespace)}
+			what: fmt.Sprintf("%s %s does not exist in namespace %s", o.ref.Kind, o.ref.Name, c.Namespace)}
 		return v
-	case o.obj != nil && c.Status.ObjectUID == "":
-		c.Status.ObjectUID = o.obj.GetUID()
+	case read.obj != nil && uid == "":
+		uid = read.obj.GetUID()
+		v.seen = uid
 	}
-	if dead := workloads.Check(o.kind, o.obj, h.Object.Name, c.Status.ObjectUID); !dead.Alive {
+	if dead := workloads.Check(read.kind, read.obj, o.ref.Name, uid); !dead.Alive {
 		v.end = &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonHolderTerminated,
 			message: "The holder will never get the lock: " + dead.Reason}
 	}
 	return v
 }
 
-// deletedWithObject says whether claim c goes with its holder object's foreground deletion: c is
-// owned by the object (the claim the workload controller made) and the object terminates with the
-// foregroundDeletion finalizer, under which Kubernetes deletes the claim before the object (a Job
-// before its pods are gone): the hold lasts until the object is gone, as a pod's does.
-func (s *lockScope) deletedWithObject(c *locksv1alpha1.LockClaim) bool {
-	o := s.objects[holderObjectKey(c)]
-	if o.obj == nil || o.obj.GetDeletionTimestamp().IsZero() || !slices.Contains(o.obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+func (o objectHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliveness.Verdict, time.Duration) {
+	read, ok := s.objects[o.key()]
+	if !ok || read.unwatched != nil {
+		// Not read (the claim was granted before the kind left the list): nothing tells when it
+		// finishes, so its hold lasts until the claim is deleted, as a detached claim's does.
+		return podliveness.Verdict{Alive: true}, 0
+	}
+	return workloads.Check(read.kind, read.obj, o.ref.Name, c.Status.ObjectUID), 0
+}
+
+// deletedWith: c is owned by the object (the claim the workload controller made) and the object
+// terminates with the foregroundDeletion finalizer, under which Kubernetes deletes the claim
+// before the object (a Job before its pods are gone): the hold lasts until the object is gone, as
+// a pod's does.
+func (o objectHolder) deletedWith(s *lockScope, c *locksv1alpha1.LockClaim) bool {
+	read := s.objects[o.key()]
+	if read.obj == nil || read.obj.GetDeletionTimestamp().IsZero() || !slices.Contains(read.obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
 		return false
 	}
 	owner := metav1.GetControllerOf(c)
-	return owner != nil && owner.UID == o.obj.GetUID()
+	return owner != nil && owner.UID == read.obj.GetUID()
+}
+
+func (o objectHolder) uid(s *lockScope, c *locksv1alpha1.LockClaim) types.UID {
+	if c.Status.ObjectUID != "" {
+		return c.Status.ObjectUID
+	}
+	if read := s.objects[o.key()]; read.obj != nil {
+		return read.obj.GetUID()
+	}
+	return ""
+}
+
+func (o objectHolder) noteUID(c *locksv1alpha1.LockClaim, uid types.UID) { c.Status.ObjectUID = uid }
+
+func (o objectHolder) record(uid types.UID) *locksv1alpha1.RecordedHolder {
+	return &locksv1alpha1.RecordedHolder{APIVersion: o.ref.APIVersion, Kind: o.ref.Kind, Name: o.ref.Name, UID: uid}
+}
+
+func (o objectHolder) rebuild(c *locksv1alpha1.LockClaim, uid types.UID) {
+	ref := o.ref
+	c.Spec.Holder = &locksv1alpha1.ClaimHolder{Object: &ref}
+	if uid != "" {
+		c.Status.ObjectUID = uid
+		c.OwnerReferences = []metav1.OwnerReference{controllerRef(o.ref.APIVersion, o.ref.Kind, o.ref.Name, uid)}
+	}
+}
+
+// indexKey: the object as workloads.RefKeyOf spells it; none for a kind it cannot spell.
+func (o objectHolder) indexKey() (string, string) {
+	if key := o.key(); key != "" {
+		return indexClaimObject, key
+	}
+	return "", ""
 }
 
 // capitalize makes a message of an error's words.
