@@ -58,7 +58,9 @@ type heldObject struct {
 type objectHolder struct{ ref locksv1alpha1.HolderObject }
 
 // key is the scope's key of the object (s.objects), as workloads.RefKeyOf spells it.
-func (o objectHolder) key() string { return workloads.RefKeyOf(o.ref.APIVersion, o.ref.Kind, o.ref.Name) }
+func (o objectHolder) key() string {
+	return workloads.RefKeyOf(o.ref.APIVersion, o.ref.Kind, o.ref.Name)
+}
 
 // load reads from the cache (WorkloadCache) the object, when its kind is listed; a kind that is
 // not is recorded with the reason, and read nowhere.
