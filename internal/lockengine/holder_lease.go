@@ -60,7 +60,7 @@ func (l leaseHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waite
 }
 
 // holdVerdict: a Lease that expired, was deleted, or is missing while the claim holds ends the
-// hold like a dead pod. (A live Lease's expiry wakes the pass from load: loadHeartbeat.)
+// hold like a dead pod. (A live Lease's expiry wakes the pass: readWake.)
 func (l leaseHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliveness.Verdict, time.Duration) {
 	v, ok := s.heartbeats[l.name]
 	switch {
@@ -93,8 +93,8 @@ func (l leaseHolder) rebuild(c *locksv1alpha1.LockClaim, _ types.UID) {
 func (l leaseHolder) indexKey() (string, string) { return indexClaimLease, l.name }
 
 // loadHeartbeat reads the heartbeat Lease leaseName that claim c names, from the cache, and
-// records its verdict in the scope. A live heartbeat asks for a pass when it would expire, so
-// that a claimant that stopped renewing is released without waiting for any event.
+// records its verdict in the scope. A live heartbeat's expiry is a time the pass looks again at
+// (readWake).
 func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim, leaseName string) error {
 	if isFinal(c.Status.Phase) {
 		return nil
@@ -115,8 +115,5 @@ func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1
 		s.heartbeats = map[string]heartbeat.Verdict{}
 	}
 	s.heartbeats[leaseName] = v
-	if v.State == heartbeat.Alive {
-		s.wait = soonest(s.wait, v.ExpireAt.Sub(s.now))
-	}
 	return nil
 }

@@ -38,34 +38,21 @@ import (
 
 // endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
 // and releases each backend hold once no claim shares it.
-func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) (stepResult, error) {
+	var res stepResult
 	recs := s.lock.Status.Holders
 	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
 	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
 	unreleased := make([]bool, len(recs))
-	aside := make([]bool, len(recs))
 	for _, c := range s.claims {
-		i := recordIndex(recs, c)
-		if i >= 0 && s.whole[c.UID] != nil {
-			switch partFateOf(s.whole[c.UID], s.name.Name, recs[i].FencingToken) {
-			case partEnded:
-				ended[i] = append(ended[i], c)
-				continue
-			case partMarked:
-				markPartial(c, s.name.Name, recs[i].FencingToken)
-				aside[i] = true
-				s.wait = soonest(s.wait, staleRetry)
-				continue
-			case partGivenBack:
-				givenBack(c, s.name.Name)
-				ended[i] = append(ended[i], c)
-				continue
-			}
+		if s.settled[c.UID] {
+			continue
 		}
+		i := recordIndex(recs, c)
 		switch {
 		case i >= 0:
 			alive, wake := s.holdVerdict(c)
-			s.wait = soonest(s.wait, wake)
+			res = res.wakeIn(wake)
 			end := seams.holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
 				lockName: s.lock.Name, pod: alive, deletedWithPod: holderOf(c).deletedWith(s, c),
@@ -92,14 +79,14 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 	var kept []locksv1alpha1.LockHolder
 	for i := range recs {
 		rec := &recs[i]
-		if aside[i] && len(keep[i]) == 0 {
+		if s.setAside[i] && len(keep[i]) == 0 {
 			// Left by a grant that stopped half way: kept, unrenewed, until the claim lists it.
 			kept = append(kept, *rec)
 			continue
 		}
 		if len(keep[i]) == 0 {
 			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
-				return err
+				return res, err
 			}
 			if unreleased[i] {
 				s.startLockDelay()
@@ -107,16 +94,17 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) error {
 			continue
 		}
 		s.fillRecord(rec, keep[i]) // an heir of the same identity keeps the entry
-		lost, err := r.keepRecord(ctx, s, rec, keep[i])
+		lost, wake, err := r.keepRecord(ctx, s, rec, keep[i])
 		if err != nil {
-			return err
+			return res, err
 		}
+		res = res.wakeIn(wake)
 		if !lost {
 			kept = append(kept, *rec)
 		}
 	}
 	s.lock.Status.Holders = kept
-	return nil
+	return res, nil
 }
 
 // endClaim ends c's hold or wait in its status, and stops renewing it for c.
@@ -165,8 +153,8 @@ func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locks
 // keepRecord looks after a hold that goes on: it reports a hold the backend lost, resumes one the
 // Renewer does not know (after a restart or a leader change), and marks Held the claims of the
 // entry whose grant's status write never landed. It says whether the hold was lost, in which case
-// the caller drops the entry.
-func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (bool, error) {
+// the caller drops the entry; and how soon to look again when it cannot tell now.
+func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (lost bool, wake time.Duration, err error) {
 	hold := s.holdKey(rec.Identity)
 	h, tracked := r.Renewer.Lookup(hold)
 	switch {
@@ -176,19 +164,21 @@ func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1a
 			msg = fmt.Sprintf("The lock expired without a successful renewal: %v", h.LastError)
 		}
 		r.loseRecord(s, hold, keep, msg)
-		return true, nil
+		return true, 0, nil
 	case !tracked:
-		resumed, msg, err := r.resume(ctx, s, rec, keep)
+		v, err := r.resume(ctx, s, rec, keep)
 		switch {
 		case err != nil:
-			return false, err
-		case msg != "":
-			r.loseRecord(s, hold, keep, msg)
-			return true, nil
-		case resumed == nil:
-			return false, nil // cannot resume now; the pass looks again
+			return false, 0, err
+		case v.lost != "":
+			r.loseRecord(s, hold, keep, v.lost)
+			return true, 0, nil
+		case v.lease == nil:
+			// Cannot resume now: the claims hold on meanwhile, and the pass looks again.
+			s.holders = append(s.holders, keep...)
+			return false, v.retryIn, nil
 		}
-		h = renewal.Hold{Lease: *resumed, RenewTime: s.now}
+		h = renewal.Hold{Lease: *v.lease, RenewTime: s.now}
 	}
 	for _, c := range keep {
 		r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
@@ -197,7 +187,7 @@ func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1a
 		}
 	}
 	s.holders = append(s.holders, keep...)
-	return false, nil
+	return false, 0, nil
 }
 
 // loseRecord ends every held claim of a hold the backend no longer has. A claim the entry names
@@ -213,20 +203,29 @@ func (r *Reconciler) loseRecord(s *lockScope, hold renewal.HoldKey, keep []*lock
 	s.startLockDelay()
 }
 
+// resumed is what resume found of a hold: the refreshed lease; or why the hold is lost; or
+// neither, when it cannot tell now (the backend is unusable and the hold has not expired yet),
+// and then how soon to look again.
+type resumed struct {
+	lease   *backends.Lease
+	lost    string
+	retryIn time.Duration
+}
+
+// lostHold is a resume verdict that the hold is lost, for why.
+func lostHold(why string) resumed { return resumed{lost: why} }
+
 // resume takes up, after a restart or a leader change, a hold the backend still has for the
-// record's identity. It returns the refreshed lease; or a message saying why the hold is lost; or
-// neither, when it cannot tell now (the backend is unusable and the hold has not expired yet).
+// record's identity (resumed says what it found).
 // The backend, not status.expireTime, says whether the hold lives: status.expireTime can trail the
 // backend's expiry by most of a lease, and a failover can take longer than what it had left.
-func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (*backends.Lease, string, error) {
+func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (resumed, error) {
 	if s.backend == nil {
 		expire := holdExpiry(rec, keep)
 		if judgeExpiry(expire, s.now) != expiryAhead {
-			return nil, "The lock expired while no controller could renew it (its backend is unusable)", nil
+			return lostHold("The lock expired while no controller could renew it (its backend is unusable)"), nil
 		}
-		s.wait = soonest(s.wait, min(expire.Sub(s.now), 5*time.Second))
-		s.holders = append(s.holders, keep...)
-		return nil, "", nil
+		return resumed{retryIn: min(expire.Sub(s.now), 5*time.Second)}, nil
 	}
 	if records, ok := backends.AsRecordKeeper(s.backend); ok {
 		// The lock record is the hold: it lives while the session that keeps it was renewed in
@@ -234,12 +233,12 @@ func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha
 		expire, alive, err := seams.resumeAlive(records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl))
 		switch {
 		case err != nil:
-			return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+			return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
 		case !alive:
-			return nil, "The lock expired while no controller renewed it: its session went a lease without renewal", nil
+			return lostHold("The lock expired while no controller renewed it: its session went a lease without renewal"), nil
 		}
 		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
-		return &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}, "", nil
+		return resumed{lease: &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}}, nil
 	}
 	if recordShared(rec) {
 		return r.resumePlace(ctx, s, rec)
@@ -248,58 +247,58 @@ func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha
 	current, err = seams.resumeFound(current, err, recordBackendIdentity(rec))
 	switch {
 	case errors.Is(err, backends.ErrNotHeld):
-		return nil, "The lock expired while no controller renewed it: the backend no longer holds it for this holder", nil
+		return lostHold("The lock expired while no controller renewed it: the backend no longer holds it for this holder"), nil
 	case err != nil:
-		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
 	case current.Identity != recordBackendIdentity(rec):
-		return nil, "Another client took the lock on the backend", nil
+		return lostHold("Another client took the lock on the backend"), nil
 	}
 	if err := r.Guard.Check(); err != nil {
-		return nil, "", err
+		return resumed{}, err
 	}
 	lease, err := s.backend.TryAcquire(ctx, s.key, recordBackendIdentity(rec), s.ttl)
 	switch {
 	case errors.Is(err, backends.ErrLocked):
-		return nil, "Another client took the lock on the backend", nil
+		return lostHold("Another client took the lock on the backend"), nil
 	case err != nil:
-		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
-	return &lease, "", nil
+	return resumed{lease: &lease}, nil
 }
 
 // resumePlace is resume for one place of a shared lock: the place must still be on the backend,
 // and is refreshed there. A place is never taken anew on resumption, even if one is free: the
 // hold it had may have lapsed in between.
-func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder) (*backends.Lease, string, error) {
+func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder) (resumed, error) {
 	sharer, ok := backends.AsSharer(s.backend)
 	if !ok {
-		return nil, "The backend no longer holds shared locks", nil
+		return lostHold("The backend no longer holds shared locks"), nil
 	}
 	holders, err := sharer.Holders(ctx, s.key)
 	if err != nil {
-		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
 	}
 	if !slices.ContainsFunc(holders, func(l backends.Lease) bool { return l.Shared && l.Identity == recordBackendIdentity(rec) }) {
-		return nil, "The lock expired while no controller renewed it: the backend no longer holds this holder's place", nil
+		return lostHold("The lock expired while no controller renewed it: the backend no longer holds this holder's place"), nil
 	}
 	if err := r.Guard.Check(); err != nil {
-		return nil, "", err
+		return resumed{}, err
 	}
 	lease, err := sharer.TryAcquireShared(ctx, s.key, recordBackendIdentity(rec), s.ttl, int(s.maxHolders()))
 	switch {
 	case errors.Is(err, backends.ErrLocked):
-		return nil, "Another client took the lock on the backend", nil
+		return lostHold("Another client took the lock on the backend"), nil
 	case err != nil:
-		return nil, "", fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Resumed place", "key", s.key, "fencingToken", rec.FencingToken)
-	return &lease, "", nil
+	return resumed{lease: &lease}, nil
 }
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
 // confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
-func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) (stepResult, error) {
 	for _, c := range s.holders {
 		if several(c) {
 			r.refreshParts(ctx, s, c)
@@ -317,7 +316,7 @@ func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) error {
 			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
 		}
 	}
-	return nil
+	return stepResult{}, nil
 }
 
 // refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home

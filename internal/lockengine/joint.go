@@ -74,91 +74,134 @@ func (s *lockScope) lineSlots(queue []*queued) []lineSlot {
 	return slots
 }
 
-// waiting is the queue of the lock as its own pass would see it, without changing anything: the
-// claims that wait and whose holder exists, in order. A joint grant reads the claim's other locks
-// through it.
-func (s *lockScope) waiting() []*queued {
-	var queue []*queued
+// lineUp splits the queue into the claims the pass may grant one by one (line) and the
+// several-lock claim first in line with the lock free for it (ready; nil for none), which only a
+// joint grant takes (several.go's lineUp).
+func (s *lockScope) lineUp(queue []*queued) (line []*queued, ready *queued) {
+	at, first := lineUp(s.lineSlots(queue), s.holdSlots(), s.maxHolders())
+	line = make([]*queued, len(at))
+	for i, k := range at {
+		line[i] = queue[k]
+	}
+	if first >= 0 {
+		ready = queue[first]
+	}
+	return line, ready
+}
+
+// settleParts deals, before endHolds, with the record entries that a joint grant which stopped
+// half way left for a claim that still waits (several.go, partFateOf): an entry not yet listed in
+// the claim's status is listed there first (markPartial) and kept as it is, unrenewed, until that
+// write lands; an entry the claim lists is given back (givenBack). Either way endHolds leaves the
+// claim out (s.settled), and keeps an entry set aside unless another claim holds it.
+func (r *Reconciler) settleParts(_ context.Context, s *lockScope) (stepResult, error) {
+	var res stepResult
+	recs := s.lock.Status.Holders
 	for _, c := range s.claims {
-		if isHeld(c) || isFinal(c.Status.Phase) || !c.DeletionTimestamp.IsZero() || s.givingBack(c) {
+		whole := s.whole[c.UID]
+		i := recordIndex(recs, c)
+		if whole == nil || i < 0 || isHeld(c) {
 			continue
 		}
-		if v := s.judgeWaiting(c); v.end == nil && v.missing == nil {
-			queue = append(queue, &queued{claim: c})
+		if s.settled == nil {
+			s.settled, s.setAside = map[types.UID]bool{}, map[int]bool{}
+		}
+		s.settled[c.UID] = true
+		switch partFateOf(whole, s.name.Name, recs[i].FencingToken) {
+		case partMarked:
+			markPartial(c, s.name.Name, recs[i].FencingToken)
+			s.setAside[i] = true
+			res = res.wakeIn(staleRetry)
+		case partGivenBack:
+			givenBack(c, s.name.Name)
 		}
 	}
-	return queue
+	return res, nil
+}
+
+// serveJoint serves the several-lock claim first in line with the lock free for it (queueClaims
+// found it), before serveQueue grants the claims behind it.
+func (r *Reconciler) serveJoint(ctx context.Context, s *lockScope) (stepResult, error) {
+	if s.ready == nil || !s.grantable() {
+		return stepResult{}, nil
+	}
+	return r.serveSeveral(ctx, s, s.ready)
 }
 
 // serveSeveral serves several-lock claim q, first in line on this lock with the lock free for it:
 // the home lock's pass tries the joint grant; any other lock's wakes the home lock, whose pass
 // does.
-func (r *Reconciler) serveSeveral(ctx context.Context, s *lockScope, q *queued) error {
+func (r *Reconciler) serveSeveral(ctx context.Context, s *lockScope, q *queued) (stepResult, error) {
 	c := q.claim
 	home := homeLock(c)
 	if home != s.name.Name {
 		r.wake(types.NamespacedName{Namespace: s.name.Namespace, Name: home})
-		return nil
+		return stepResult{}, nil
 	}
 	q.tried = true
 	// The holds that ended say so before any key goes to anyone else (serveQueue).
 	if err := r.writeEndedHolds(ctx, s); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	return r.jointGrant(ctx, s, c)
 }
 
 // jointGrant takes all of c's locks for it, or none. c is its part on s, the home lock's pass.
-func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (stepResult, error) {
 	j := &joint{claim: c}
 	s.joint = j
 	for _, name := range seams.jointOthers(c) {
-		nn := types.NamespacedName{Namespace: s.name.Namespace, Name: name}
-		unlock, ok := r.passes.tryLock(nn)
-		if !ok {
-			// A moment's wait, not news: the claim's status stays as it is.
-			s.wait = soonest(s.wait, jointBusyRetry)
-			return nil
-		}
-		j.unlocks = append(j.unlocks, unlock)
-		o, err := r.load(ctx, nn)
-		if err != nil {
-			return err
-		}
-		if o == nil {
-			s.wait = soonest(s.wait, staleRetry) // the cache lags this process's own write
-			return nil
-		}
-		switch why, ready := jointReady(s, o, c); {
-		case ready:
-		case why.reason == "":
-			s.wait = soonest(s.wait, staleRetry) // a moment's wait: the status stays
-			return nil
-		case why.reason == locksv1alpha1.ReasonWaitingForLocks:
-			waitForLocks(c, why.message)
-			return nil
-		default:
-			markWaiting(c, c.Status.QueuePosition, why.ready, why.reason, why.message)
-			return nil
+		o, res, err := r.lockOther(ctx, s, j, c, types.NamespacedName{Namespace: s.name.Namespace, Name: name})
+		if o == nil || err != nil {
+			return res, err
 		}
 		j.scopes = append(j.scopes, o)
 		j.parts = append(j.parts, o.claimByUID(c.UID))
 	}
 	// Every lock is free for c: the keys, in name order, this lock's first.
-	if ok, err := r.tryGrant(ctx, s, c); !ok || err != nil {
-		return err
+	if ok, res, err := r.tryGrant(ctx, s, c); !ok || err != nil {
+		return res, err
 	}
 	for i, o := range j.scopes {
-		ok, err := r.tryGrant(ctx, o, j.parts[i])
+		ok, res, err := r.tryGrant(ctx, o, j.parts[i])
 		if err != nil || !ok {
 			// Give back what was taken; c says why it waits (the refusal tryGrant wrote on its part).
 			copyWait(c, j.parts[i], o.name.Name)
-			s.wait = soonest(s.wait, o.wait)
-			return errors.Join(err, r.giveBack(ctx, s), r.giveBackJoint(ctx, j))
+			return res, errors.Join(err, r.giveBack(ctx, s), r.giveBackJoint(ctx, j))
 		}
 	}
 	j.granted = true
-	return nil
+	return stepResult{}, nil
+}
+
+// lockOther takes the pass lock of lock nn, another of c's locks, only by trying, and reads it
+// afresh; it returns its scope when the lock is free for c, else nil with when to look again (a
+// moment's wait, which the claim's status does not show) or c's status saying why it waits.
+func (r *Reconciler) lockOther(ctx context.Context, s *lockScope, j *joint, c *locksv1alpha1.LockClaim, nn types.NamespacedName) (*lockScope, stepResult, error) {
+	unlock, ok := r.passes.tryLock(nn)
+	if !ok {
+		return nil, after(jointBusyRetry), nil
+	}
+	j.unlocks = append(j.unlocks, unlock)
+	o, err := r.load(ctx, nn)
+	if err != nil || o == nil {
+		return nil, after(staleRetry), err // nil: the cache lags this process's own write
+	}
+	var queue []*queued
+	if o.lock != nil {
+		queue = r.queueOf(o).queue
+	}
+	switch why, ready := jointReady(s, o, c, queue); {
+	case ready:
+		return o, stepResult{}, nil
+	case why.reason == "":
+		return nil, after(staleRetry), nil // a moment's wait: the status stays
+	case why.reason == locksv1alpha1.ReasonWaitingForLocks:
+		waitForLocks(c, why.message)
+	default:
+		markWaiting(c, c.Status.QueuePosition, why.ready, why.reason, why.message)
+	}
+	return nil, stepResult{}, nil
 }
 
 // notReady is why a joint grant cannot take one of the claim's locks now: the reason and message
@@ -170,9 +213,10 @@ type notReady struct {
 	ready           bool
 }
 
-// jointReady says whether lock o (read with its pass lock held) is free for several-lock claim c,
-// whose home lock's pass is s: on the same backend, usable, and c first in line there.
-func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim) (notReady, bool) {
+// jointReady says whether lock o (read with its pass lock held, its queue as queueOf sorts it) is
+// free for several-lock claim c, whose home lock's pass is s: on the same backend, usable, and c
+// first in line there.
+func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim, queue []*queued) (notReady, bool) {
 	name := o.name.Name
 	switch {
 	case o.lock == nil:
@@ -190,7 +234,7 @@ func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim) (notReady, bool) {
 		return notReady{reason: locksv1alpha1.ReasonKeyConflict, message: fmt.Sprintf("DistributedLock %s: %s", name, o.conflict.Message)}, false
 	case o.keyTaken:
 		return notReady{}, false
-	case o.lockDelayed():
+	case o.lockDelay() > 0:
 		return notReady{reason: locksv1alpha1.ReasonLockDelay, ready: true,
 			message: fmt.Sprintf("DistributedLock %s waits out its lockDelaySeconds after a hold that ended without a release", name)}, false
 	}
@@ -198,9 +242,8 @@ func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim) (notReady, bool) {
 	if part == nil || o.givingBack(part) {
 		return notReady{}, false
 	}
-	queue := o.waiting()
-	_, ready := lineUp(o.lineSlots(queue), o.holdSlots(), o.maxHolders())
-	if ready < 0 || queue[ready].claim.UID != c.UID {
+	_, ready := o.lineUp(queue)
+	if ready == nil || ready.claim.UID != c.UID {
 		return notReady{reason: locksv1alpha1.ReasonWaitingForLocks, ready: true,
 			message: fmt.Sprintf("DistributedLock %s is held, or other claims are ahead of this one there", name)}, false
 	}
@@ -240,18 +283,20 @@ func copyWait(c, part *locksv1alpha1.LockClaim, lock string) {
 // token, for writeClaims. A write that fails stops the pass: the records written name a claim
 // that is not Held, which their passes give back (partFateOf), and endJoint gives back the keys
 // no record names.
-func (r *Reconciler) writeJoint(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) writeJoint(ctx context.Context, s *lockScope) (stepResult, error) {
 	j := s.joint
 	if j == nil || !j.granted {
-		return nil
+		return stepResult{}, nil
 	}
 	if !isHeld(j.claim) {
-		return nil // the home record's write did not land
+		return stepResult{}, nil // the home record's write did not land
 	}
 	for _, o := range j.scopes {
-		o.waiters = notGrantedClaims(o.waiting(), j.parts)
-		if err := r.writeLock(ctx, o); err != nil {
-			return err
+		for _, q := range notGranted(r.queueOf(o).queue, j.parts) {
+			o.waiters = append(o.waiters, q.claim)
+		}
+		if _, err := r.writeLock(ctx, o); err != nil {
+			return stepResult{}, err
 		}
 	}
 	locks := []locksv1alpha1.ClaimLock{{LockName: s.name.Name, FencingToken: j.claim.Status.FencingToken, ExpireTime: j.claim.Status.ExpireTime.DeepCopy()}}
@@ -260,22 +305,7 @@ func (r *Reconciler) writeJoint(ctx context.Context, s *lockScope) error {
 		locks = append(locks, locksv1alpha1.ClaimLock{LockName: o.name.Name, FencingToken: p.Status.FencingToken, ExpireTime: p.Status.ExpireTime.DeepCopy()})
 	}
 	j.claim.Status.Locks = locks
-	return nil
-}
-
-// notGrantedClaims are the claims of queue other than those granted.
-func notGrantedClaims(queue []*queued, granted []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
-	out := make([]*locksv1alpha1.LockClaim, 0, len(queue))
-	for _, q := range queue {
-		mine := false
-		for _, g := range granted {
-			mine = mine || g.UID == q.claim.UID
-		}
-		if !mine {
-			out = append(out, q.claim)
-		}
-	}
-	return out
+	return stepResult{}, nil
 }
 
 // giveBackJoint releases the keys the joint grant took on the other locks that no record names.

@@ -47,7 +47,7 @@ const lowPriorityNext = 20 * time.Millisecond
 
 // decideLowPriority decides whether the pass writes low-priority changes: the lock's waiting
 // count once its change is due, and a batch of the waiters' round while one is under way.
-func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) error {
+func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) (stepResult, error) {
 	var changed []types.UID
 	for _, c := range s.claims {
 		if before := s.read[c.UID]; !sameClaimStatus(&before.Status, &c.Status) && lowPriority(&before.Status, &c.Status) {
@@ -60,43 +60,45 @@ func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) error {
 	round := r.lowRounds[s.name]
 	if round == nil {
 		if len(changed) == 0 && !countChanged {
-			return nil
+			return stepResult{}, nil
 		}
 		round = &lowRound{}
 		r.lowRounds[s.name] = round
 	}
-	s.writeLow = foldDue(&round.countSince, countChanged, s, waitingCountDelay)
-	switch {
-	case len(round.pending) > 0:
+	var countWake, roundWake time.Duration
+	s.writeLow, countWake = foldDue(&round.countSince, countChanged, s.now, waitingCountDelay)
+	res := after(countWake)
+	if len(round.pending) > 0 {
 		s.lowPending = round.pending
-	case foldDue(&round.since, len(changed) > 0, s, positionsDelay):
+	} else if due, wake := foldDue(&round.since, len(changed) > 0, s.now, positionsDelay); due {
 		round.pending = map[types.UID]bool{}
 		for _, uid := range changed {
 			round.pending[uid] = true
 		}
 		s.lowPending = round.pending
+	} else {
+		roundWake = wake
 	}
 	if round.since.IsZero() && round.countSince.IsZero() && len(round.pending) == 0 {
 		delete(r.lowRounds, s.name)
 	}
-	return nil
+	return res.wakeIn(roundWake), nil
 }
 
 // foldDue follows one kind of held-back change whose fold started at *since (zero: none held
 // back): it says whether the fold is due now (and restarts it), starts it when dirty, drops it
-// when nothing is left to write, and asks the pass to look again when it falls due.
-func foldDue(since *time.Time, dirty bool, s *lockScope, delay time.Duration) bool {
+// when nothing is left to write, and says how soon it falls due, for the pass to look again then.
+func foldDue(since *time.Time, dirty bool, now time.Time, delay time.Duration) (bool, time.Duration) {
 	if !dirty {
 		*since = time.Time{}
-		return false
+		return false, 0
 	}
-	write, wait := lowPriorityDue(*since, s.now, delay)
+	write, wait := lowPriorityDue(*since, now, delay)
 	switch {
 	case write:
 		*since = time.Time{}
 	case since.IsZero():
-		*since = s.now
+		*since = now
 	}
-	s.wait = soonest(s.wait, wait)
-	return write
+	return write, wait
 }

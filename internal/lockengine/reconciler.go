@@ -118,9 +118,6 @@ type Reconciler struct {
 	lowRounds map[types.NamespacedName]*lowRound
 }
 
-// lockStep is one step of a pass.
-type lockStep func(context.Context, *lockScope) error
-
 // Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
 // the lock record and then its claims.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
@@ -149,21 +146,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.written.note(s.lock)
 		s.readLock = s.lock.DeepCopy()
 	}
-	steps := []lockStep{r.endHolds, r.serveQueue, r.refreshHolds, r.decideLowPriority, r.writeLock, r.writeJoint, r.writeClaims, r.shedFinalizers, r.finishDeletes}
+	steps := []lockStep{
+		r.settleParts, r.endHolds, // holds: what goes on, what ends
+		r.queueClaims, r.serveJoint, r.serveQueue, // waiters: who waits, who is granted
+		r.refreshHolds, r.decideLowPriority, // which status changes are due
+		r.writeLock, r.writeJoint, r.writeClaims, r.shedFinalizers, r.finishDeletes, // writes: the record first
+	}
+	res := after(readWake(s))
 	for _, step := range steps {
-		if err := step(ctx, s); err != nil {
+		out, err := step(ctx, s)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		res = res.merge(out)
 	}
 	seams.passDone(ctx, s)
 	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
 	if after := r.nextRefresh(s); after > 0 {
 		r.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
 	}
-	if s.retryErr != nil {
-		return ctrl.Result{}, s.retryErr
+	if res.retry != nil {
+		return ctrl.Result{}, res.retry
 	}
-	return ctrl.Result{RequeueAfter: wait.Jitter(s.wait, 0.1), Priority: ptr.To(timerPriority)}, nil
+	return ctrl.Result{RequeueAfter: wait.Jitter(res.after, 0.1), Priority: ptr.To(timerPriority)}, nil
 }
 
 // staleRetry is how soon a pass that found the cache behind its own write looks again, should

@@ -132,7 +132,7 @@ func (r *Reconciler) refreshPass(ctx context.Context, name types.NamespacedName)
 	case s == nil:
 		return 0
 	}
-	_ = r.refreshHolds(ctx, s) // never fails
+	_, _ = r.refreshHolds(ctx, s) // never fails
 	// writeClaim writes only the claims refreshHolds changed.
 	if err := inParallel(s.holders, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.writeClaim(ctx, s, c) }); err != nil {
 		if !apierrors.IsConflict(err) {

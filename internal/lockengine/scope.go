@@ -108,10 +108,20 @@ type passRead struct {
 
 // passDecided is what the steps decided, in the order they run.
 type passDecided struct {
+	// settled are, by UID, the waiting claims whose record entry settleParts dealt with (a joint
+	// grant that stopped half way left it), which endHolds leaves out; setAside are the indexes
+	// of the record entries kept as they are, unrenewed, unless another claim holds them.
+	settled  map[types.UID]bool
+	setAside map[int]bool
 	// holders are the claims that share the recorded hold once the pass has decided (endHolds,
 	// then serveQueue's grants and joins).
 	holders []*locksv1alpha1.LockClaim
-	// waiters are the claims still queued, in FIFO order (serveQueue).
+	// queue are the claims that wait in the queue, in queue order (queueClaims); line are those
+	// of them the pass may grant one by one, and ready the several-lock claim first in line with
+	// the lock free for it, which only a joint grant takes (nil: none).
+	queue, line []*queued
+	ready       *queued
+	// waiters are the claims still queued once the grants are made, in queue order (serveQueue).
 	waiters []*locksv1alpha1.LockClaim
 	// grants are the claims the pass granted the lock to, in queue order, with their backend
 	// holds (tryGrant); writeLock records them, else Reconcile gives the holds back.
@@ -122,11 +132,6 @@ type passDecided struct {
 	// lowPending are the claims the lock's round of low-priority writes has still to write
 	// (guarded by lowMu); nil when no round is under way.
 	lowPending map[types.UID]bool
-	// wait is when to look again (0: only on an event): the soonest any step asked for.
-	wait time.Duration
-	// retryErr is an error to return once the pass has written what it decided, so that the
-	// work queue retries with backoff (a backend that failed).
-	retryErr error
 	// joint is the joint grant of a several-lock claim under way in this pass (joint.go); nil
 	// when none.
 	joint *joint
@@ -208,15 +213,14 @@ func (s *lockScope) holdSlots() []holdSlot {
 	return slots
 }
 
-// lockDelayed says whether the lock waits out a lock delay now, and wakes the pass at its end.
-func (s *lockScope) lockDelayed() bool {
+// lockDelay is how long the lock still waits out a lock delay (0: none): the pass grants nothing
+// until then, and looks again at its end.
+func (s *lockScope) lockDelay() time.Duration {
 	var until *time.Time
 	if t := s.lock.Status.LockDelayUntil; t != nil {
 		until = &t.Time
 	}
-	wait := seams.grantDelay(until, s.now)
-	s.wait = soonest(s.wait, wait)
-	return wait > 0
+	return seams.grantDelay(until, s.now)
 }
 
 // sharesRecord says whether claim c is part of the lock's recorded hold: the claim it names, or a
@@ -417,16 +421,33 @@ func (r *Reconciler) takeKey(ctx context.Context, s *lockScope) (*registry.Unusa
 	case err != nil:
 		return nil, err
 	case owner.UID != self.UID:
-		// The owner's deletion wakes this lock (keyledger); an owner deleted with its finalizer
-		// removed by hand does not, hence the look now and then.
-		s.wait = soonest(s.wait, keyConflictRetry)
 		return keyConflict(s.lock, owner, s.backendName), nil
 	case taken:
 		s.keyTaken = true
 		s.lock.Status.FencingToken++
-		s.wait = soonest(s.wait, keyTakenRetry)
 	}
 	return nil, nil
+}
+
+// readWake is how soon what a pass read changes with time alone, so that the pass looks again
+// then: a live heartbeat Lease that would expire unrenewed (its claimant is released without
+// waiting for any event); a key another lock owns (the owner's deletion wakes this lock, through
+// the key ledger, but an owner deleted with its finalizer removed by hand does not); a key taken
+// in this pass (the next pass grants, should the watch event of this one's write not come first).
+func readWake(s *lockScope) time.Duration {
+	var wait time.Duration
+	for _, v := range s.heartbeats {
+		if v.State == heartbeat.Alive {
+			wait = soonest(wait, max(v.ExpireAt.Sub(s.now), 0))
+		}
+	}
+	if s.conflict != nil {
+		wait = soonest(wait, keyConflictRetry)
+	}
+	if s.keyTaken {
+		wait = soonest(wait, keyTakenRetry)
+	}
+	return wait
 }
 
 // keyConflictRetry is how often a lock whose key another lock owns looks whether it is free.

@@ -153,7 +153,7 @@ func leaseRecordKey(name string) string {
 // shedFinalizers takes the release finalizer off the claims that an earlier lockwarden gave it,
 // once the record written in this pass names their hold by claim UID (fillRecord): from then on
 // the record releases them. A claim being deleted loses it in writeClaims (removeFinalizer).
-func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) (stepResult, error) {
 	var shed []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		if s.vanished[c.UID] || !c.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(c, locksv1alpha1.Finalizer) {
@@ -164,7 +164,7 @@ func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) error {
 		}
 		shed = append(shed, c)
 	}
-	return inParallel(shed, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.shedFinalizer(ctx, c) })
+	return stepResult{}, inParallel(shed, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.shedFinalizer(ctx, c) })
 }
 
 // shedFinalizer takes the release finalizer off a claim that is not being deleted.

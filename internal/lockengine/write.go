@@ -44,20 +44,20 @@ import (
 // resourceVersion it read, which is also where a new grant's fencing token comes from. Once the
 // record is written the pass's grants are recorded; if the write fails, Reconcile gives back the
 // backend holds taken in this pass: nothing is held that the record does not name.
-func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) (stepResult, error) {
 	lock := s.lock
 	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
 	waiting := int32(len(s.waiters))
 	high := len(s.grants) > 0 || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
 	if !high && !s.writeLow {
-		return nil
+		return stepResult{}, nil
 	}
 	lock.Status.Waiting = waiting
 	lock.Status.Holding = int32(len(lock.Status.Holders))
 	if len(s.grants) > 0 {
 		tokens, err := seams.issueTokens(s.readLock, len(s.grants))
 		if err != nil {
-			return err
+			return stepResult{}, err
 		}
 		for i, g := range s.grants {
 			lock.Status.Holders[g.record].FencingToken = tokens[i]
@@ -65,13 +65,13 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 		}
 	}
 	if err := r.Guard.Check(); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	for _, g := range s.grants {
 		r.trace(TraceRecordWriting, s.name, g.claim.Name)
 	}
 	if err := r.Status().Update(ctx, lock); err != nil {
-		return client.IgnoreNotFound(err)
+		return stepResult{}, client.IgnoreNotFound(err)
 	}
 	r.written.note(lock)
 	for _, g := range s.grants {
@@ -84,7 +84,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) error {
 		ctrl.LoggerFrom(ctx).Info("Lock granted", "lock", s.name.Name, "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
 	s.grants = nil // recorded: nothing is left to give back
-	return nil
+	return stepResult{}, nil
 }
 
 // highPriorityStatus is the part of a lock's status that is written at once when it changes.
@@ -135,7 +135,7 @@ func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
 //     recorded their release).
 //  3. the rest, a few at a time: low-priority changes only when due, and at most
 //     lowPriorityBatch of them, the rest in the passes that follow.
-func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult, error) {
 	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		before := s.read[c.UID]
@@ -153,10 +153,10 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 		}
 	}
 	if err := r.writeEach(ctx, s, ended); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	if err := r.writeEach(ctx, s, granted); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	// A deleted claim's status is never written: an event says how it ended, after the new
 	// holder's write, which the handoff waits for.
@@ -166,12 +166,11 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) error {
 		}
 	}
 	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.removeFinalizer(ctx, c) }); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	chunk := r.lowChunk(s, low)
 	err := inParallel(append(rest, chunk...), claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.writeClaim(ctx, s, c) })
-	r.lowChunkDone(s, low, chunk)
-	return err
+	return r.lowChunkDone(s, low, chunk), err
 }
 
 // claimWriters bounds the claim writes of one pass in flight at once.
@@ -247,25 +246,25 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 
 // finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
 // (the claims' own finalizers came off in writeClaims).
-func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) error {
+func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) (stepResult, error) {
 	if s.lock.DeletionTimestamp.IsZero() {
-		return nil
+		return stepResult{}, nil
 	}
 	for _, c := range s.claims {
 		if isHeld(c) || (c.DeletionTimestamp.IsZero() && !isFinal(c.Status.Phase)) {
-			return nil
+			return stepResult{}, nil
 		}
 	}
 	if !controllerutil.ContainsFinalizer(s.lock, locksv1alpha1.Finalizer) {
-		return nil
+		return stepResult{}, nil
 	}
 	// The key goes before the lock: another lock that waits for it may take it at once.
 	if err := r.Keys.Release(ctx, ledgerKey(s), ownerOf(s.lock)); err != nil {
-		return err
+		return stepResult{}, err
 	}
 	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)
 	r.written.forget(s.lock.UID)
-	return client.IgnoreNotFound(r.Update(ctx, s.lock))
+	return stepResult{}, client.IgnoreNotFound(r.Update(ctx, s.lock))
 }
 
 // recordTransition emits the event of claim's new phase, if it deserves one: Warnings always, the
@@ -299,16 +298,16 @@ func (r *Reconciler) lowChunk(s *lockScope, low []*locksv1alpha1.LockClaim) []*l
 
 // lowChunkDone takes the claims written and those that no longer need a write out of the round,
 // and asks for the next pass soon if the round is not done.
-func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.LockClaim) {
+func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.LockClaim) stepResult {
 	if len(s.lowPending) == 0 {
-		return
+		return stepResult{}
 	}
 	r.lowMu.Lock()
 	defer r.lowMu.Unlock()
-	left := trimRound(s.lowPending, low, written)
-	if left > 0 {
-		s.wait = soonest(s.wait, lowPriorityNext)
+	if trimRound(s.lowPending, low, written) > 0 {
+		return after(lowPriorityNext)
 	}
+	return stepResult{}
 }
 
 // removeFinalizer lets go a deleted claim that an earlier lockwarden gave the release finalizer,
