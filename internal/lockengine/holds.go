@@ -23,7 +23,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,62 +38,27 @@ import (
 // endHolds decides for every claim that holds, or says it holds, whether it goes on holding,
 // and releases each backend hold once no claim shares it.
 func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) (stepResult, error) {
-	var res stepResult
 	recs := s.lock.Status.Holders
-	keep := make([][]*locksv1alpha1.LockClaim, len(recs))
-	ended := make([][]*locksv1alpha1.LockClaim, len(recs))
-	unreleased := make([]bool, len(recs))
-	for _, c := range s.claims {
-		if s.settled[c.UID] {
-			continue
-		}
-		i := recordIndex(recs, c)
-		switch {
-		case i >= 0:
-			alive, wake := s.holdVerdict(c)
-			res = res.wakeIn(wake)
-			end := seams.holderEnding(holderFacts{
-				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
-				lockName: s.lock.Name, pod: alive, deletedWithPod: holderOf(c).deletedWith(s, c),
-			})
-			if end == nil {
-				keep[i] = append(keep[i], c)
-				continue
-			}
-			r.endClaim(s, c, end)
-			ended[i] = append(ended[i], c)
-			unreleased[i] = unreleased[i] || end.unreleased
-		case isHeld(c):
-			// Held by its status, but not by the lock record: its hold ended in a pass whose claim
-			// write did not land, or a newer grant replaced it.
-			alive, _ := s.holdVerdict(c)
-			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: alive})
-			if end == nil {
-				end = lostEnding("The lock was granted again since this claim's grant")
-			}
-			r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
-			r.endClaim(s, c, end)
-		}
-	}
+	fates, res := r.endHolders(s)
 	var kept []locksv1alpha1.LockHolder
 	for i := range recs {
-		rec := &recs[i]
-		if s.setAside[i] && len(keep[i]) == 0 {
+		rec, f := &recs[i], fates[i]
+		if s.setAside[i] && len(f.keep) == 0 {
 			// Left by a grant that stopped half way: kept, unrenewed, until the claim lists it.
 			kept = append(kept, *rec)
 			continue
 		}
-		if len(keep[i]) == 0 {
-			if err := r.releaseRecord(ctx, s, rec, ended[i]); err != nil {
+		if len(f.keep) == 0 {
+			if err := r.releaseRecord(ctx, s, rec, f.ended); err != nil {
 				return res, err
 			}
-			if unreleased[i] {
+			if f.unreleased {
 				s.startLockDelay()
 			}
 			continue
 		}
-		s.fillRecord(rec, keep[i]) // an heir of the same identity keeps the entry
-		lost, wake, err := r.keepRecord(ctx, s, rec, keep[i])
+		s.fillRecord(rec, f.keep) // an heir of the same identity keeps the entry
+		lost, wake, err := r.keepRecord(ctx, s, rec, f.keep)
 		if err != nil {
 			return res, err
 		}
@@ -105,6 +69,51 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) (stepResult, er
 	}
 	s.lock.Status.Holders = kept
 	return res, nil
+}
+
+// recordFate is what becomes of one record entry's hold: the claims that go on sharing it, those
+// that let go of it, and whether one of them let go without a release (its holder died).
+type recordFate struct {
+	keep, ended []*locksv1alpha1.LockClaim
+	unreleased  bool
+}
+
+// endHolders judges every claim that holds or says it holds by its holder (holderEnding), ends
+// those that let go, and sorts the rest by the record entry they share. A claim Held by its status
+// but named by no entry lost its hold in a pass whose claim write did not land, or to a newer grant.
+func (r *Reconciler) endHolders(s *lockScope) ([]recordFate, stepResult) {
+	var res stepResult
+	recs := s.lock.Status.Holders
+	fates := make([]recordFate, len(recs))
+	for _, c := range s.claims {
+		i := recordIndex(recs, c)
+		switch {
+		case s.settled[c.UID]:
+		case i >= 0:
+			alive, wake := s.holdVerdict(c)
+			res = res.wakeIn(wake)
+			end := seams.holderEnding(holderFacts{
+				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
+				lockName: s.lock.Name, pod: alive, deletedWithPod: holderOf(c).deletedWith(s, c),
+			})
+			if end == nil {
+				fates[i].keep = append(fates[i].keep, c)
+				continue
+			}
+			r.endClaim(s, c, end)
+			fates[i].ended = append(fates[i].ended, c)
+			fates[i].unreleased = fates[i].unreleased || end.unreleased
+		case isHeld(c):
+			alive, _ := s.holdVerdict(c)
+			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: alive})
+			if end == nil {
+				end = lostEnding("The lock was granted again since this claim's grant")
+			}
+			r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
+			r.endClaim(s, c, end)
+		}
+	}
+	return fates, res
 }
 
 // endClaim ends c's hold or wait in its status, and stops renewing it for c.
@@ -298,10 +307,10 @@ func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
 // confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
-func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) (stepResult, error) {
+func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) (stepResult, error) {
 	for _, c := range s.holders {
 		if several(c) {
-			r.refreshParts(ctx, s, c)
+			s.refreshParts(r.Renewer, c)
 			continue
 		}
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
@@ -317,57 +326,4 @@ func (r *Reconciler) refreshHolds(ctx context.Context, s *lockScope) (stepResult
 		}
 	}
 	return stepResult{}, nil
-}
-
-// refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home
-// lock's pass only, and for every part at once, each from the Renewer's latest confirmation of
-// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is
-// rewritten once per refresh rather than once per lock (each a write of the same claim, racing the
-// others'). The other locks are read from the cache, for their keys and the backend identities
-// their records name.
-func (r *Reconciler) refreshParts(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) {
-	if homeLock(c) != s.name.Name {
-		return
-	}
-	var earliest *time.Time
-	if t := earliestExpiry(c.Status.Locks); t != nil {
-		earliest = &t.Time
-	}
-	if !refreshDue(earliest, s.ttl, s.now) {
-		return
-	}
-	for i := range c.Status.Locks {
-		part := &c.Status.Locks[i]
-		key, ok := r.partHoldKey(ctx, s, c, *part)
-		if !ok {
-			continue
-		}
-		h, tracked := r.Renewer.Lookup(key)
-		if !tracked || h.Lost || (part.ExpireTime != nil && !h.Lease.ExpireTime.After(part.ExpireTime.Time)) {
-			continue
-		}
-		part.ExpireTime = micro(h.Lease.ExpireTime)
-		if part.LockName == s.name.Name {
-			markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
-		}
-	}
-}
-
-// partHoldKey names the hold of held several-lock claim c on part's lock: this pass's lock, or
-// another of the claim's locks read from the cache; ok is false when that lock's record has no
-// entry of the claim's identity with the part's token.
-func (r *Reconciler) partHoldKey(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim, part locksv1alpha1.ClaimLock) (renewal.HoldKey, bool) {
-	if part.LockName == s.name.Name {
-		return s.holdKey(c.Status.HolderIdentity), true
-	}
-	l := &locksv1alpha1.DistributedLock{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: s.name.Namespace, Name: part.LockName}, l); err != nil {
-		return renewal.HoldKey{}, false
-	}
-	for _, rec := range l.Status.CurrentHolders() {
-		if rec.Identity == c.Status.HolderIdentity && rec.FencingToken == part.FencingToken {
-			return renewal.HoldKey{Backend: s.backendName, Key: l.BackendKey(s.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
-		}
-	}
-	return renewal.HoldKey{}, false
 }

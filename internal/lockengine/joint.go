@@ -22,9 +22,11 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
 // The joint grant: a several-lock claim is granted all its locks by one pass, its home lock's
@@ -333,4 +335,113 @@ func (r *Reconciler) endJoint(ctx context.Context, s *lockScope) error {
 		r.wake(o.name)
 	}
 	return err
+}
+
+// refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home
+// lock's pass only, and for every part at once, each from the Renewer's latest confirmation of
+// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is
+// rewritten once per refresh rather than once per lock (each a write of the same claim, racing the
+// others'). The other locks' records were read with the pass (loadPartLocks), for their keys and
+// the backend identities they name.
+func (s *lockScope) refreshParts(renewer *renewal.Renewer, c *locksv1alpha1.LockClaim) {
+	if homeLock(c) != s.name.Name {
+		return
+	}
+	var earliest *time.Time
+	if t := earliestExpiry(c.Status.Locks); t != nil {
+		earliest = &t.Time
+	}
+	if !refreshDue(earliest, s.ttl, s.now) {
+		return
+	}
+	for i := range c.Status.Locks {
+		part := &c.Status.Locks[i]
+		key, ok := s.partHoldKey(c, *part)
+		if !ok {
+			continue
+		}
+		h, tracked := renewer.Lookup(key)
+		if !tracked || h.Lost || (part.ExpireTime != nil && !h.Lease.ExpireTime.After(part.ExpireTime.Time)) {
+			continue
+		}
+		part.ExpireTime = micro(h.Lease.ExpireTime)
+		if part.LockName == s.name.Name {
+			markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
+		}
+	}
+}
+
+// partHoldKey names the hold of held several-lock claim c on part's lock: this pass's lock, or
+// another of the claim's locks as loadPartLocks read it; ok is false when that lock's record has
+// no entry of the claim's identity with the part's token.
+func (s *lockScope) partHoldKey(c *locksv1alpha1.LockClaim, part locksv1alpha1.ClaimLock) (renewal.HoldKey, bool) {
+	if part.LockName == s.name.Name {
+		return s.holdKey(c.Status.HolderIdentity), true
+	}
+	l := s.partLocks[part.LockName]
+	if l == nil {
+		return renewal.HoldKey{}, false
+	}
+	for _, rec := range l.Status.CurrentHolders() {
+		if rec.Identity == c.Status.HolderIdentity && rec.FencingToken == part.FencingToken {
+			return renewal.HoldKey{Backend: s.backendName, Key: l.BackendKey(s.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
+		}
+	}
+	return renewal.HoldKey{}, false
+}
+
+// loadPartLocks reads from the cache, for the held several-lock claims among claims whose home is
+// this lock, the records of their other locks: the home lock's pass refreshes every part at once
+// (refreshParts) and names each part's hold by that lock's key and the backend identity its
+// record keeps. A lock that does not exist is recorded as nil.
+func (r *Reconciler) loadPartLocks(ctx context.Context, s *lockScope, claims []*locksv1alpha1.LockClaim) error {
+	for _, c := range claims {
+		if !several(c) || !isHeld(c) || homeLock(c) != s.name.Name {
+			continue
+		}
+		for _, name := range claimLocks(c)[1:] {
+			if _, ok := s.partLocks[name]; ok {
+				continue
+			}
+			l := &locksv1alpha1.DistributedLock{}
+			switch err := r.Get(ctx, types.NamespacedName{Namespace: s.name.Namespace, Name: name}, l); {
+			case apierrors.IsNotFound(err):
+				l = nil
+			case err != nil:
+				return err
+			}
+			if s.partLocks == nil {
+				s.partLocks = map[string]*locksv1alpha1.DistributedLock{}
+			}
+			s.partLocks[name] = l
+		}
+	}
+	return nil
+}
+
+// partsRefreshWait is how long until held several-lock claim c's next refresh falls due: in its
+// home lock's pass, from the earliest expiry of its parts (refreshParts renews them all at once);
+// 0 in the pass of any other of its locks.
+func (s *lockScope) partsRefreshWait(c *locksv1alpha1.LockClaim) time.Duration {
+	if homeLock(c) != s.name.Name {
+		return 0
+	}
+	if t := earliestExpiry(c.Status.Locks); t != nil {
+		return refreshWait(t.Time, s.ttl, s.now)
+	}
+	return 0
+}
+
+// orphanedPart says, for the pass of lock name that does not exist, how claim c hears of it: a
+// several-lock claim that is not being deleted hears it from its home lock's pass (the joint grant
+// names the missing lock), its one writer while it waits, unless this is its home (skip); and the
+// message names the lock as one of spec.lockNames.
+func orphanedPart(c *locksv1alpha1.LockClaim, name types.NamespacedName, msg string) (string, bool) {
+	if !several(c) {
+		return msg, false
+	}
+	if homeLock(c) != name.Name && c.DeletionTimestamp.IsZero() {
+		return "", true
+	}
+	return fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", name.Name, name.Namespace), false
 }

@@ -39,14 +39,9 @@ func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 	msg := fmt.Sprintf("DistributedLock %s does not exist in namespace %s; create it or fix spec.lockName", s.name.Name, s.name.Namespace)
 	var errs []error
 	for _, c := range s.claims {
-		if several(c) && homeLock(c) != s.name.Name && c.DeletionTimestamp.IsZero() {
-			// A claim of several locks hears of a missing lock from its home lock's pass (the
-			// joint grant names it), its one writer while it waits.
+		msg, skip := orphanedPart(c, s.name, msg)
+		if skip {
 			continue
-		}
-		msg := msg
-		if several(c) {
-			msg = fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", s.name.Name, s.name.Namespace)
 		}
 		key := client.ObjectKeyFromObject(c)
 		switch {

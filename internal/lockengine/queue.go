@@ -284,7 +284,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) time
 		// lock's key grants nothing only for that: the next pass, about a tenth of a second
 		// later, grants and places the waiters behind; a place written now would be out of
 		// date by then, and would cost a write per waiter of a new lock.
-		if !q.tried && !s.keyTaken && (!several(c) || homeLock(c) == s.name.Name) {
+		if !q.tried && !s.keyTaken && homeLock(c) == s.name.Name {
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
 			markWaiting(c, shownPosition(s.read[c.UID].Status.QueuePosition, w.position), w.ready, w.reason, w.message)

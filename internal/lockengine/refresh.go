@@ -177,7 +177,7 @@ func (r *Reconciler) loadHolders(ctx context.Context, name types.NamespacedName)
 		// schedules the lane again.
 		return nil, err
 	}
-	return s, nil
+	return s, r.loadPartLocks(ctx, s, s.holders)
 }
 
 // nextRefresh is how long until the next refresh of the pass's held claims falls due, among
@@ -187,12 +187,7 @@ func (r *Reconciler) nextRefresh(s *lockScope) time.Duration {
 	var wait time.Duration
 	for _, c := range s.holders {
 		if several(c) {
-			// Its home lock's pass refreshes every part at once (refreshParts), from the earliest.
-			if homeLock(c) == s.name.Name {
-				if t := earliestExpiry(c.Status.Locks); t != nil {
-					wait = soonest(wait, refreshWait(t.Time, s.ttl, s.now))
-				}
-			}
+			wait = soonest(wait, s.partsRefreshWait(c))
 			continue
 		}
 		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))

@@ -84,6 +84,9 @@ type passRead struct {
 	heartbeats map[string]heartbeat.Verdict
 	// objects are the holder workload objects that claims name, by objectHolder.key (holder_object.go).
 	objects map[string]heldObject
+	// partLocks are the other locks of the held several-lock claims whose home is this lock, by
+	// name (loadPartLocks); nil for one that does not exist.
+	partLocks map[string]*locksv1alpha1.DistributedLock
 	// backend is the lock's backend session; nil when it cannot be used now.
 	backend backends.Backend
 	// backendName names the lock's LockBackend.
@@ -327,6 +330,9 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 		return s, nil
 	}
 	if s.unusable, err = r.readBackend(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := r.loadPartLocks(ctx, s, s.claims); err != nil {
 		return nil, err
 	}
 	if s.lock.DeletionTimestamp.IsZero() {
