@@ -142,4 +142,3 @@ func (r *Reconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *loc
 	}
 	return false
 }
-
