@@ -50,7 +50,7 @@ const lowPriorityNext = 20 * time.Millisecond
 func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) (stepResult, error) {
 	var changed []types.UID
 	for _, c := range s.claims {
-		if before := s.read[c.UID]; !sameClaimStatus(&before.Status, &c.Status) && lowPriority(&before.Status, &c.Status) {
+		if before := s.before(c.UID); !sameClaimStatus(&before.Status, &c.Status) && lowPriority(&before.Status, &c.Status) {
 			changed = append(changed, c.UID)
 		}
 	}

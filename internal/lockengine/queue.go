@@ -287,7 +287,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) time
 		if !q.tried && !s.keyTaken && homeLock(c) == s.name.Name {
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
-			markWaiting(c, shownPosition(s.read[c.UID].Status.QueuePosition, w.position), w.ready, w.reason, w.message)
+			markWaiting(c, shownPosition(s.before(c.UID).Status.QueuePosition, w.position), w.ready, w.reason, w.message)
 		}
 		s.waiters = append(s.waiters, c)
 	}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,13 +63,12 @@ type passRead struct {
 	// readLock is the lock as read: the base of the status write and its precondition; nil when
 	// the lock does not exist.
 	readLock *locksv1alpha1.DistributedLock
-	// read holds each claim as read, by UID: the base of its status patch. writeClaim moves it on
-	// as claims are written; readMu guards it while they are written in parallel.
-	read   map[types.UID]*locksv1alpha1.LockClaim
-	readMu sync.Mutex
-	// whole holds, by UID, the several-lock claims as read (guarded by readMu); read holds their
-	// part on this lock (partOn), which is what the steps work on, and writeClaim puts the part
-	// back into the whole claim (withPart).
+	// read holds each claim as read, by UID: the base of its first status patch (later ones are
+	// based on what the pass wrote: claimWrites).
+	read map[types.UID]*locksv1alpha1.LockClaim
+	// whole holds, by UID, the several-lock claims as read; read holds their part on this lock
+	// (partOn), which is what the steps work on, and writeClaim puts the part back into the whole
+	// claim (withPart).
 	whole map[types.UID]*locksv1alpha1.LockClaim
 	// vanished are, by UID, the claims of s.claims that the lock record names and the cache no
 	// longer has (vanished.go): judged like deleted claims, never written.
@@ -148,6 +146,8 @@ type passWrites struct {
 	lock *locksv1alpha1.DistributedLock
 	// claims are every claim of the lock, in queue order.
 	claims []*locksv1alpha1.LockClaim
+	// wrote is what the pass wrote of its claims so far (write.go).
+	wrote claimWrites
 }
 
 // grant is one claim granted in a pass and the backend hold taken for it.

@@ -117,7 +117,7 @@ func (r *Reconciler) giveBack(ctx context.Context, s *lockScope) error {
 // (their deletion says it).
 func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
 	for _, c := range s.claims {
-		if isHeld(s.read[c.UID]) && !isHeld(c) && c.DeletionTimestamp.IsZero() {
+		if isHeld(s.before(c.UID)) && !isHeld(c) && c.DeletionTimestamp.IsZero() {
 			if err := r.writeClaim(ctx, s, c); err != nil {
 				return err
 			}
@@ -138,8 +138,7 @@ func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
 func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult, error) {
 	var ended, granted, gone, rest, low []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
-		before := s.read[c.UID]
-		switch classifyWrite(before, c) {
+		switch classifyWrite(s.before(c.UID), c) {
 		case writeGone:
 			gone = append(gone, c)
 		case writeEnded:
@@ -161,7 +160,7 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult,
 	// A deleted claim's status is never written: an event says how it ended, after the new
 	// holder's write, which the handoff waits for.
 	for _, c := range gone {
-		if before := s.read[c.UID]; isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
+		if before := s.before(c.UID); isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
 			r.recordTransition(c)
 		}
 	}
@@ -202,14 +201,57 @@ func inParallel(claims []*locksv1alpha1.LockClaim, limit int, do func(*locksv1al
 	return errors.Join(errs...)
 }
 
+// claimWrites is what a pass wrote of its claims: each one as this pass last wrote it (a
+// several-lock claim whole, and its part on the pass's lock). What the API server has of a claim
+// the pass wrote is that, not what the pass read: the base of its next patch and of every "did it
+// change" after the write. What the pass read stays as read. Claims are written in parallel
+// (inParallel), hence the mutex.
+type claimWrites struct {
+	mu    sync.Mutex
+	part  map[types.UID]*locksv1alpha1.LockClaim
+	whole map[types.UID]*locksv1alpha1.LockClaim
+}
+
+// record notes that the pass wrote out, claim uid; several: out is a several-lock claim, whole,
+// whose part on lock the steps work on.
+func (w *claimWrites) record(uid types.UID, out *locksv1alpha1.LockClaim, several bool, lock string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.part == nil {
+		w.part, w.whole = map[types.UID]*locksv1alpha1.LockClaim{}, map[types.UID]*locksv1alpha1.LockClaim{}
+	}
+	if several {
+		w.whole[uid] = out.DeepCopy()
+		w.part[uid] = partOn(out, lock)
+		return
+	}
+	w.part[uid] = out.DeepCopy()
+}
+
+// base is claim uid as the API server has it, as far as the pass knows: as the pass last wrote
+// it, else as it read it; part is the view the steps work on, whole the several-lock claim it is
+// part of (nil for a one-lock claim).
+func (s *lockScope) base(uid types.UID) (part, whole *locksv1alpha1.LockClaim) {
+	s.wrote.mu.Lock()
+	defer s.wrote.mu.Unlock()
+	if p, ok := s.wrote.part[uid]; ok {
+		return p, s.wrote.whole[uid]
+	}
+	return s.read[uid], s.whole[uid]
+}
+
+// before is claim uid as the API server has it, as far as the pass knows (base's part).
+func (s *lockScope) before(uid types.UID) *locksv1alpha1.LockClaim {
+	part, _ := s.base(uid)
+	return part
+}
+
 // writeClaim patches c's status, preconditioned on the resourceVersion the pass read: a pass
 // that worked from an outdated claim (a deposed leader waking up, a lagging cache) must not
 // overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
 // fails the pass, which then starts again from a fresh read.
 func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	s.readMu.Lock()
-	before, whole := s.read[c.UID], s.whole[c.UID]
-	s.readMu.Unlock()
+	before, whole := s.base(c.UID)
 	if s.vanished[c.UID] || sameClaimStatus(&before.Status, &c.Status) {
 		return nil
 	}
@@ -230,14 +272,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	}
 	r.written.note(out)
 	r.trace(TraceClaimWritten, s.name, c.Name)
-	s.readMu.Lock()
-	if whole != nil {
-		s.whole[c.UID] = out.DeepCopy()
-		s.read[c.UID] = partOn(out, s.name.Name)
-	} else {
-		s.read[c.UID] = c.DeepCopy()
-	}
-	s.readMu.Unlock()
+	s.wrote.record(c.UID, out, whole != nil, s.name.Name)
 	if base.Status.Phase != out.Status.Phase {
 		r.recordTransition(out)
 	}
