@@ -60,7 +60,7 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	locked = nil
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
-		watched := r.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name)
+		watched := r.memory.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name)
 		msg, retry := contention(locked, watched, s.now)
 		markWaiting(c, 1, true, locksv1alpha1.ReasonContended, msg)
 		return false, after(retry), nil

@@ -110,7 +110,7 @@ func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1
 	case err != nil:
 		return err
 	}
-	v := r.heartbeats.Observe(name, lease, s.now)
+	v := r.memory.heartbeats.Observe(name, lease, s.now)
 	if s.heartbeats == nil {
 		s.heartbeats = map[string]heartbeat.Verdict{}
 	}

@@ -180,7 +180,7 @@ func (r *Reconciler) jointGrant(ctx context.Context, s *lockScope, c *locksv1alp
 // afresh; it returns its scope when the lock is free for c, else nil with when to look again (a
 // moment's wait, which the claim's status does not show) or c's status saying why it waits.
 func (r *Reconciler) lockOther(ctx context.Context, s *lockScope, j *joint, c *locksv1alpha1.LockClaim, nn types.NamespacedName) (*lockScope, stepResult, error) {
-	unlock, ok := r.passes.tryLock(nn)
+	unlock, ok := r.memory.passes.tryLock(nn)
 	if !ok {
 		return nil, after(jointBusyRetry), nil
 	}

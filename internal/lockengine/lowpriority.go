@@ -55,15 +55,9 @@ func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) (stepRes
 		}
 	}
 	countChanged := int32(len(s.waiters)) != s.readLock.Status.Waiting
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
-	round := r.lowRounds[s.name]
+	round := r.memory.low.of(s.name, len(changed) > 0 || countChanged)
 	if round == nil {
-		if len(changed) == 0 && !countChanged {
-			return stepResult{}, nil
-		}
-		round = &lowRound{}
-		r.lowRounds[s.name] = round
+		return stepResult{}, nil
 	}
 	var countWake, roundWake time.Duration
 	s.writeLow, countWake = foldDue(&round.countSince, countChanged, s.now, waitingCountDelay)
@@ -80,7 +74,7 @@ func (r *Reconciler) decideLowPriority(_ context.Context, s *lockScope) (stepRes
 		roundWake = wake
 	}
 	if round.since.IsZero() && round.countSince.IsZero() && len(round.pending) == 0 {
-		delete(r.lowRounds, s.name)
+		r.memory.low.forget(s.name)
 	}
 	return res.wakeIn(roundWake), nil
 }

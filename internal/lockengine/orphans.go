@@ -32,10 +32,7 @@ import (
 // created, a held one (possible only if the lock's finalizer was removed by hand) fails and is
 // no longer renewed, so that its key expires on the backend, and a deleted one is let go.
 func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
-	r.lowMu.Lock()
-	delete(r.lowRounds, s.name)
-	r.lowMu.Unlock()
-	r.events.forget(s.name)
+	r.memory.forget(s.name, "")
 	msg := fmt.Sprintf("DistributedLock %s does not exist in namespace %s; create it or fix spec.lockName", s.name.Name, s.name.Namespace)
 	var errs []error
 	for _, c := range s.claims {

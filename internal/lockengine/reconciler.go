@@ -19,7 +19,6 @@ package lockengine
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -45,7 +44,6 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/backends/registry"
 	"github.com/lockwarden/lockwarden/internal/fairqueue"
-	"github.com/lockwarden/lockwarden/internal/heartbeat"
 	"github.com/lockwarden/lockwarden/internal/keyledger"
 	"github.com/lockwarden/lockwarden/internal/leaderguard"
 	"github.com/lockwarden/lockwarden/internal/metrics"
@@ -96,32 +94,14 @@ type Reconciler struct {
 	// wakeups carries locks to serve now: holds the Renewer found lost, and contended keys a
 	// backend reported free.
 	wakeups chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock]
-	// free is the hub of pending free-key watches.
-	free *freeWatches
-	// written guards passes against a cache that lags this process's own writes.
-	written *ownWrites
-	// passes serializes the passes of each lock across the lock queue and the refresh lane.
-	passes *passLocks
-	// refresh is the refresh lane, which keeps held claims' status.expireTime ahead of now.
-	refresh *refreshLane
-
-	// heartbeats remembers when each heartbeat Lease was seen to change (detached claims'
-	// liveness, heartbeats.go).
-	heartbeats *heartbeat.Tracker
-
-	// events thins the Normal claim events of hot locks.
-	events *eventThinning
-
-	// lowMu guards lowRounds.
-	lowMu sync.Mutex
-	// lowRounds holds, per lock, its held-back low-priority status changes.
-	lowRounds map[types.NamespacedName]*lowRound
+	// memory is what the engine keeps between passes (memory.go).
+	memory *lockMemory
 }
 
 // Reconcile serves one lock: it ends holds that must end, grants the head of its queue, writes
 // the lock record and then its claims.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
-	defer r.passes.lock(req.NamespacedName)()
+	defer r.memory.passes.lock(req.NamespacedName)()
 	r.trace(TracePassStart, req.NamespacedName, "")
 	s, err := r.load(ctx, req.NamespacedName)
 	switch {
@@ -143,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if err := r.Update(ctx, s.lock); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.written.note(s.lock)
+		r.memory.written.note(s.lock)
 		s.readLock = s.lock.DeepCopy()
 	}
 	steps := []lockStep{
@@ -163,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	seams.passDone(ctx, s)
 	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
 	if after := r.nextRefresh(s); after > 0 {
-		r.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
+		r.memory.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
 	}
 	if res.retry != nil {
 		return ctrl.Result{}, res.retry
@@ -224,14 +204,14 @@ func (r *Reconciler) NotifyLost(claim types.NamespacedName) {
 // backends' news.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.prepare()
-	if err := mgr.Add(r.refresh); err != nil {
+	if err := mgr.Add(r.memory.refresh); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&locksv1alpha1.DistributedLock{}, builder.WithPredicates(lockChangedForPass(r.written))).
+		For(&locksv1alpha1.DistributedLock{}, builder.WithPredicates(lockChangedForPass(r.memory.written))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &locksv1alpha1.DistributedLock{}, holdsFirst())).
 		Watches(&locksv1alpha1.LockClaim{}, handler.EnqueueRequestsFromMapFunc(r.lockOfClaim),
-			builder.WithPredicates(claimChangedForLock(r.written))).
+			builder.WithPredicates(claimChangedForLock(r.memory.written))).
 		WatchesRawSource(&source.Informer{Informer: r.Pods.Informer(), Handler: handler.EnqueueRequestsFromMapFunc(r.locksOfPod)}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.locksOfNode), builder.WithPredicates(nodeReadyChanged())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.locksOfLease)).
@@ -256,13 +236,7 @@ func (r *Reconciler) prepare() {
 		r.MaxConcurrentReconciles = 8
 	}
 	r.wakeups = make(chan event.TypedGenericEvent[*locksv1alpha1.DistributedLock], 1024)
-	r.free = newFreeWatches(r.wake)
-	r.written = newOwnWrites()
-	r.passes = newPassLocks()
-	r.refresh = newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles)
-	r.lowRounds = map[types.NamespacedName]*lowRound{}
-	r.heartbeats = heartbeat.NewTracker()
-	r.events = newEventThinning()
+	r.memory = newLockMemory(r.wake, newRefreshLane(r.refreshPass, r.MaxConcurrentReconciles))
 	r.Keys.OnRelease(r.wake)
 }
 

@@ -118,7 +118,7 @@ const refreshBusyRetry = 200 * time.Millisecond
 // nothing the lane can refresh now, for the lock's next pass to take up (a hold not resumed yet,
 // a cache behind this process's own write, an unusable backend, a lock that is gone).
 func (r *Reconciler) refreshPass(ctx context.Context, name types.NamespacedName) time.Duration {
-	unlock, ok := r.passes.tryLock(name)
+	unlock, ok := r.memory.passes.tryLock(name)
 	if !ok {
 		return refreshBusyRetry
 	}

@@ -356,7 +356,7 @@ func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*
 		return s, nil
 	case err != nil:
 		return nil, err
-	case r.written.behind(lock):
+	case r.memory.written.behind(lock):
 		return nil, nil
 	}
 	s.lock, s.readLock = lock, lock.DeepCopy()
@@ -383,7 +383,7 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 	}
 	for i := range list.Items {
 		read := &list.Items[i]
-		if r.written.behind(read) {
+		if r.memory.written.behind(read) {
 			return false, nil
 		}
 		if several(read) {

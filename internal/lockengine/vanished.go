@@ -175,6 +175,6 @@ func (r *Reconciler) shedFinalizer(ctx context.Context, c *locksv1alpha1.LockCla
 	if err := r.Update(ctx, c); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.note(c)
+	r.memory.written.note(c)
 	return nil
 }

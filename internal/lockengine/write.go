@@ -73,7 +73,7 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) (stepResult, e
 	if err := r.Status().Update(ctx, lock); err != nil {
 		return stepResult{}, client.IgnoreNotFound(err)
 	}
-	r.written.note(lock)
+	r.memory.written.note(lock)
 	for _, g := range s.grants {
 		rec := lock.Status.Holders[g.record]
 		r.Renewer.Track(s.backendName, s.backend, g.lease, client.ObjectKeyFromObject(g.claim))
@@ -270,7 +270,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	if err := r.Status().Patch(ctx, out, seams.claimPatch(base)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.note(out)
+	r.memory.written.note(out)
 	r.trace(TraceClaimWritten, s.name, c.Name)
 	s.wrote.record(c.UID, out, whole != nil, s.name.Name)
 	if base.Status.Phase != out.Status.Phase {
@@ -298,7 +298,7 @@ func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) (stepResul
 		return stepResult{}, err
 	}
 	controllerutil.RemoveFinalizer(s.lock, locksv1alpha1.Finalizer)
-	r.written.forget(s.lock.UID)
+	r.memory.forget(s.name, s.lock.UID)
 	return stepResult{}, client.IgnoreNotFound(r.Update(ctx, s.lock))
 }
 
@@ -310,7 +310,7 @@ func (r *Reconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
 		return
 	}
 	if eventType == corev1.EventTypeNormal {
-		record, note := r.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: homeLock(claim)}, r.Clock.Now())
+		record, note := r.memory.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: homeLock(claim)}, r.Clock.Now())
 		if !record {
 			r.Metrics.EventsDropped.WithLabelValues("hot-lock").Inc()
 			return
@@ -326,8 +326,6 @@ func (r *Reconciler) lowChunk(s *lockScope, low []*locksv1alpha1.LockClaim) []*l
 	if len(s.lowPending) == 0 {
 		return nil
 	}
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
 	return pickLowBatch(s.waiters, low, s.lowPending, lowPriorityBatch)
 }
 
@@ -337,8 +335,6 @@ func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.Lo
 	if len(s.lowPending) == 0 {
 		return stepResult{}
 	}
-	r.lowMu.Lock()
-	defer r.lowMu.Unlock()
 	if trimRound(s.lowPending, low, written) > 0 {
 		return after(lowPriorityNext)
 	}
@@ -351,6 +347,6 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockC
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil
 	}
-	r.written.forget(c.UID)
+	r.memory.written.forget(c.UID)
 	return client.IgnoreNotFound(r.Update(ctx, c))
 }
