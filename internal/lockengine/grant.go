@@ -48,7 +48,7 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	acquire := s.acquirer(mode)
 	if acquire == nil {
 		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable,
-			fmt.Sprintf("LockBackend %s cannot hold shared locks; set maxHolders to 1 on DistributedLock %s", s.backendName, s.lock.Name))
+			fmt.Sprintf("LockBackend %s cannot hold shared locks; set maxHolders to 1 on DistributedLock %s", s.use.name, s.lock.Name))
 		return false, stepResult{}, nil
 	}
 	lease, err := acquire(ctx, onBackend)
@@ -56,11 +56,11 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 	if errors.As(err, &locked) && r.giveBackOrphan(ctx, s, c, locked.Holder) {
 		lease, err = acquire(ctx, onBackend)
 	}
-	lease, err = seams.acquired(lease, err, backends.Lease{Key: s.key, Identity: onBackend, TTL: s.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.ttl)})
+	lease, err = seams.acquired(lease, err, backends.Lease{Key: s.use.key, Identity: onBackend, TTL: s.use.ttl, AcquireTime: s.now, ExpireTime: s.now.Add(s.use.ttl)})
 	locked = nil
 	switch {
 	case errors.As(err, &locked) || errors.Is(err, backends.ErrLocked):
-		watched := r.memory.free.watch(ctx, s.backend, backendKey{backend: s.backendName, key: s.key}, s.name)
+		watched := r.memory.free.watch(ctx, s.use.session, backendKey{backend: s.use.name, key: s.use.key}, s.name)
 		msg, retry := contention(locked, watched, s.now)
 		markWaiting(c, 1, true, locksv1alpha1.ReasonContended, msg)
 		return false, after(retry), nil
@@ -69,10 +69,10 @@ func (r *Reconciler) tryGrant(ctx context.Context, s *lockScope, c *locksv1alpha
 		// read: in the controller's log, through the pass's retry error, not in a namespaced claim's
 		// status.
 		markWaiting(c, 1, false, locksv1alpha1.ReasonBackendUnavailable,
-			fmt.Sprintf("LockBackend %s did not answer the grant; the controller's log says why, and the LockBackend's Ready condition whether it is reachable", s.backendName))
-		return false, stepResult{retry: fmt.Errorf("acquiring %s: %w", s.key, err)}, nil
+			fmt.Sprintf("LockBackend %s did not answer the grant; the controller's log says why, and the LockBackend's Ready condition whether it is reachable", s.use.name))
+		return false, stepResult{retry: fmt.Errorf("acquiring %s: %w", s.use.key, err)}, nil
 	}
-	_, inRecord := backends.AsRecordKeeper(s.backend)
+	_, inRecord := backends.AsRecordKeeper(s.use.session)
 	lease = heldFromRecord(lease, s.now, inRecord)
 	s.lock.Status.LockDelayUntil = nil // served: the record need not show it any more
 	s.lock.Status.Holders = append(s.lock.Status.Holders, holderRecord(c, s.recordedHolderOf(c), id, lease, mode, s.now))
@@ -100,20 +100,20 @@ func heldFromRecord(lease backends.Lease, now time.Time, inRecord bool) backends
 // backend cannot hold that mode. A backend that keeps its holds in the lock record (the built-in
 // one) describes any hold with TryAcquire: the record's compare-and-swap is what excludes.
 func (s *lockScope) acquirer(mode grantMode) func(ctx context.Context, onBackend string) (backends.Lease, error) {
-	_, records := backends.AsRecordKeeper(s.backend)
+	_, records := backends.AsRecordKeeper(s.use.session)
 	if mode == grantExclusive || records {
 		return func(ctx context.Context, onBackend string) (backends.Lease, error) {
-			lease, err := s.backend.TryAcquire(ctx, s.key, onBackend, s.ttl)
+			lease, err := s.use.session.TryAcquire(ctx, s.use.key, onBackend, s.use.ttl)
 			lease.Shared = mode == grantShared
 			return lease, err
 		}
 	}
-	sharer, ok := backends.AsSharer(s.backend)
+	sharer, ok := backends.AsSharer(s.use.session)
 	if !ok {
 		return nil
 	}
 	return func(ctx context.Context, onBackend string) (backends.Lease, error) {
-		return sharer.TryAcquireShared(ctx, s.key, onBackend, s.ttl, int(s.maxHolders()))
+		return sharer.TryAcquireShared(ctx, s.use.key, onBackend, s.use.ttl, int(s.maxHolders()))
 	}
 }
 
@@ -130,14 +130,14 @@ func (r *Reconciler) giveBackOrphan(ctx context.Context, s *lockScope, head *loc
 		if c.UID == head.UID || identity.OnBackend(s.lock.UID, s.identityOf(c)) != holder {
 			continue
 		}
-		if _, tracked := r.Renewer.Lookup(renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: holder}); tracked {
+		if _, tracked := r.Renewer.Lookup(renewal.HoldKey{Backend: s.use.name, Key: s.use.key, Identity: holder}); tracked {
 			return false // a live hold of this identity, not an orphan
 		}
-		err := s.backend.Release(ctx, backends.Lease{Key: s.key, Identity: holder, TTL: s.ttl})
+		err := s.use.session.Release(ctx, backends.Lease{Key: s.use.key, Identity: holder, TTL: s.use.ttl})
 		if err != nil && !errors.Is(err, backends.ErrNotHeld) {
 			return false
 		}
-		ctrl.LoggerFrom(ctx).Info("Released a hold that no grant recorded", "key", s.key, "identity", holder)
+		ctrl.LoggerFrom(ctx).Info("Released a hold that no grant recorded", "key", s.use.key, "identity", holder)
 		return true
 	}
 	return false

@@ -44,7 +44,7 @@ func (l leaseHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *l
 // use the lock, so its wait ends as a dead pod's does; a claim whose Lease is not there yet waits
 // aside, ungranted.
 func (l leaseHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waiterVerdict {
-	hb, ok := s.heartbeats[l.name]
+	hb, ok := s.world.heartbeats[l.name]
 	switch {
 	case !ok || hb.State == heartbeat.Alive:
 		return waiterVerdict{}
@@ -62,7 +62,7 @@ func (l leaseHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waite
 // holdVerdict: a Lease that expired, was deleted, or is missing while the claim holds ends the
 // hold like a dead pod. (A live Lease's expiry wakes the pass: readWake.)
 func (l leaseHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliveness.Verdict, time.Duration) {
-	v, ok := s.heartbeats[l.name]
+	v, ok := s.world.heartbeats[l.name]
 	switch {
 	case !ok || v.State == heartbeat.Alive:
 		return podliveness.Verdict{Alive: true}, 0
@@ -99,7 +99,7 @@ func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1
 	if isFinal(c.Status.Phase) {
 		return nil
 	}
-	if _, ok := s.heartbeats[leaseName]; ok {
+	if _, ok := s.world.heartbeats[leaseName]; ok {
 		return nil
 	}
 	name := types.NamespacedName{Namespace: c.Namespace, Name: leaseName}
@@ -111,9 +111,9 @@ func (r *Reconciler) loadHeartbeat(ctx context.Context, s *lockScope, c *locksv1
 		return err
 	}
 	v := r.memory.heartbeats.Observe(name, lease, s.now)
-	if s.heartbeats == nil {
-		s.heartbeats = map[string]heartbeat.Verdict{}
+	if s.world.heartbeats == nil {
+		s.world.heartbeats = map[string]heartbeat.Verdict{}
 	}
-	s.heartbeats[leaseName] = v
+	s.world.heartbeats[leaseName] = v
 	return nil
 }

@@ -57,7 +57,7 @@ type heldObject struct {
 // objectHolder is a claim's holder workload object (spec.holder.object).
 type objectHolder struct{ ref locksv1alpha1.HolderObject }
 
-// key is the scope's key of the object (s.objects), as workloads.RefKeyOf spells it.
+// key is the scope's key of the object (s.world.objects), as workloads.RefKeyOf spells it.
 func (o objectHolder) key() string {
 	return workloads.RefKeyOf(o.ref.APIVersion, o.ref.Kind, o.ref.Name)
 }
@@ -69,15 +69,15 @@ func (o objectHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *
 		return nil
 	}
 	key := o.key()
-	if _, ok := s.objects[key]; ok {
+	if _, ok := s.world.objects[key]; ok {
 		return nil
 	}
-	if s.objects == nil {
-		s.objects = map[string]heldObject{}
+	if s.world.objects == nil {
+		s.world.objects = map[string]heldObject{}
 	}
 	kind, err := r.Workloads.LookupRef(o.ref.APIVersion, o.ref.Kind)
 	if err != nil {
-		s.objects[key] = heldObject{unwatched: err}
+		s.world.objects[key] = heldObject{unwatched: err}
 		return nil
 	}
 	obj := &unstructured.Unstructured{}
@@ -88,7 +88,7 @@ func (o objectHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *
 	case err != nil:
 		return err
 	}
-	s.objects[key] = heldObject{kind: kind, obj: obj}
+	s.world.objects[key] = heldObject{kind: kind, obj: obj}
 	return nil
 }
 
@@ -96,7 +96,7 @@ func (o objectHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *
 // yet (and was never seen) makes it wait aside, as a pod does; one that finished, or was
 // replaced, before the claim was granted fails it.
 func (o objectHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waiterVerdict {
-	read := s.objects[o.key()]
+	read := s.world.objects[o.key()]
 	uid := c.Status.ObjectUID
 	var v waiterVerdict
 	switch {
@@ -119,7 +119,7 @@ func (o objectHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) wait
 }
 
 func (o objectHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliveness.Verdict, time.Duration) {
-	read, ok := s.objects[o.key()]
+	read, ok := s.world.objects[o.key()]
 	if !ok || read.unwatched != nil {
 		// Not read (the claim was granted before the kind left the list): nothing tells when it
 		// finishes, so its hold lasts until the claim is deleted, as a detached claim's does.
@@ -133,7 +133,7 @@ func (o objectHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (pod
 // before the object (a Job before its pods are gone): the hold lasts until the object is gone, as
 // a pod's does.
 func (o objectHolder) deletedWith(s *lockScope, c *locksv1alpha1.LockClaim) bool {
-	read := s.objects[o.key()]
+	read := s.world.objects[o.key()]
 	if read.obj == nil || read.obj.GetDeletionTimestamp().IsZero() || !slices.Contains(read.obj.GetFinalizers(), metav1.FinalizerDeleteDependents) {
 		return false
 	}
@@ -145,7 +145,7 @@ func (o objectHolder) uid(s *lockScope, c *locksv1alpha1.LockClaim) types.UID {
 	if c.Status.ObjectUID != "" {
 		return c.Status.ObjectUID
 	}
-	if read := s.objects[o.key()]; read.obj != nil {
+	if read := s.world.objects[o.key()]; read.obj != nil {
 		return read.obj.GetUID()
 	}
 	return ""

@@ -45,7 +45,7 @@ func (p podHolder) load(ctx context.Context, r *Reconciler, s *lockScope, c *loc
 }
 
 func (p podHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waiterVerdict {
-	pod, uid := s.pods[p.name], c.Status.PodUID
+	pod, uid := s.world.pods[p.name], c.Status.PodUID
 	var seen types.UID
 	if pod != nil && uid == "" {
 		seen, uid = pod.UID, pod.UID
@@ -56,7 +56,7 @@ func (p podHolder) waitVerdict(s *lockScope, c *locksv1alpha1.LockClaim) waiterV
 }
 
 func (p podHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliveness.Verdict, time.Duration) {
-	pod := s.pods[p.name]
+	pod := s.world.pods[p.name]
 	if v := podliveness.Check(pod, p.name, c.Status.PodUID); !v.Alive {
 		return v, 0
 	}
@@ -67,7 +67,7 @@ func (p podHolder) holdVerdict(s *lockScope, c *locksv1alpha1.LockClaim) (podliv
 // terminates with the foregroundDeletion finalizer, under which Kubernetes deletes dependents
 // before the pod is gone.
 func (p podHolder) deletedWith(s *lockScope, c *locksv1alpha1.LockClaim) bool {
-	pod := s.pods[p.name]
+	pod := s.world.pods[p.name]
 	if pod == nil || pod.DeletionTimestamp.IsZero() || !slices.Contains(pod.Finalizers, metav1.FinalizerDeleteDependents) {
 		return false
 	}
@@ -79,7 +79,7 @@ func (p podHolder) uid(s *lockScope, c *locksv1alpha1.LockClaim) types.UID {
 	if c.Status.PodUID != "" {
 		return c.Status.PodUID
 	}
-	if pod := s.pods[p.name]; pod != nil {
+	if pod := s.world.pods[p.name]; pod != nil {
 		return pod.UID
 	}
 	return ""
@@ -107,7 +107,7 @@ func (p podHolder) indexKey() (string, string) { return indexClaimPod, p.name }
 // event comes then.
 func (s *lockScope) nodeVerdict(pod *corev1.Pod) (podliveness.Verdict, time.Duration) {
 	limit := s.lock.Spec.HolderNodeLossSeconds
-	node, loaded := s.nodes[pod.Spec.NodeName]
+	node, loaded := s.world.nodes[pod.Spec.NodeName]
 	if limit == nil || !loaded {
 		// Not loaded: the lock did not set the limit when the pass read it, or the pod has no
 		// node. Never a verdict on a node the pass did not read.
@@ -117,7 +117,7 @@ func (s *lockScope) nodeVerdict(pod *corev1.Pod) (podliveness.Verdict, time.Dura
 }
 
 func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) error {
-	if _, ok := s.pods[name]; ok {
+	if _, ok := s.world.pods[name]; ok {
 		return nil
 	}
 	pod := &corev1.Pod{}
@@ -127,7 +127,7 @@ func (r *Reconciler) loadPod(ctx context.Context, s *lockScope, name string) err
 	case err != nil:
 		return err
 	}
-	s.pods[name] = pod
+	s.world.pods[name] = pod
 	return nil
 }
 
@@ -139,11 +139,11 @@ func (r *Reconciler) loadNode(ctx context.Context, s *lockScope, c *locksv1alpha
 	if s.lock == nil || s.lock.Spec.HolderNodeLossSeconds == nil || !isHeld(c) && recordIndex(s.lock.Status.Holders, c) < 0 {
 		return nil
 	}
-	pod := s.pods[podName]
+	pod := s.world.pods[podName]
 	if pod == nil || pod.Spec.NodeName == "" {
 		return nil
 	}
-	if _, ok := s.nodes[pod.Spec.NodeName]; ok {
+	if _, ok := s.world.nodes[pod.Spec.NodeName]; ok {
 		return nil
 	}
 	node := &corev1.Node{}
@@ -153,9 +153,9 @@ func (r *Reconciler) loadNode(ctx context.Context, s *lockScope, c *locksv1alpha
 	case err != nil:
 		return err
 	}
-	if s.nodes == nil {
-		s.nodes = map[string]*corev1.Node{}
+	if s.world.nodes == nil {
+		s.world.nodes = map[string]*corev1.Node{}
 	}
-	s.nodes[pod.Spec.NodeName] = node
+	s.world.nodes[pod.Spec.NodeName] = node
 	return nil
 }

@@ -43,7 +43,7 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) (stepResult, er
 	var kept []locksv1alpha1.LockHolder
 	for i := range recs {
 		rec, f := &recs[i], fates[i]
-		if s.setAside[i] && len(f.keep) == 0 {
+		if f.setAside && len(f.keep) == 0 {
 			// Left by a grant that stopped half way: kept, unrenewed, until the claim lists it.
 			kept = append(kept, *rec)
 			continue
@@ -76,6 +76,8 @@ func (r *Reconciler) endHolds(ctx context.Context, s *lockScope) (stepResult, er
 type recordFate struct {
 	keep, ended []*locksv1alpha1.LockClaim
 	unreleased  bool
+	// setAside: a grant that stopped half way left the entry (settleParts), kept unrenewed.
+	setAside bool
 }
 
 // endHolders judges every claim that holds or says it holds by its holder (holderEnding), ends
@@ -87,8 +89,10 @@ func (r *Reconciler) endHolders(s *lockScope) ([]recordFate, stepResult) {
 	fates := make([]recordFate, len(recs))
 	for _, c := range s.claims {
 		i := recordIndex(recs, c)
+		aside, settled := s.settled[c.UID]
 		switch {
-		case s.settled[c.UID]:
+		case settled:
+			fates[i].setAside = fates[i].setAside || aside
 		case i >= 0:
 			alive, wake := s.holdVerdict(c)
 			res = res.wakeIn(wake)
@@ -121,10 +125,10 @@ func (r *Reconciler) endClaim(s *lockScope, c *locksv1alpha1.LockClaim, end *end
 	if isHeld(c) {
 		r.Renewer.Untrack(s.holdKey(c.Status.HolderIdentity), client.ObjectKeyFromObject(c))
 		if t := c.Status.AcquireTime; t != nil {
-			r.Metrics.HoldSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(t.Time).Seconds())
+			r.Metrics.HoldSeconds.WithLabelValues(s.use.name).Observe(s.now.Sub(t.Time).Seconds())
 		}
 		if end.phase == locksv1alpha1.ClaimLost {
-			r.Metrics.Losses.WithLabelValues(s.backendName, end.reason).Inc()
+			r.Metrics.Losses.WithLabelValues(s.use.name, end.reason).Inc()
 		}
 	}
 	markEnded(c, end.phase, end.reason, end.message, s.now)
@@ -142,18 +146,18 @@ func (r *Reconciler) releaseRecord(ctx context.Context, s *lockScope, rec *locks
 	switch {
 	case tracked && h.Lost:
 		// Nothing of ours is left on the backend.
-	case s.backend == nil:
+	case s.use.session == nil:
 		if judgeExpiry(holdExpiry(rec, ended), s.now) == expiryPassed {
 			break // expired anyway: nothing to release
 		}
-		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.key, s.unusable.Message)
+		return fmt.Errorf("cannot release %s until its backend is usable: %s", s.use.key, s.use.unusable.Message)
 	default:
-		lease := backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, Shared: recordShared(rec)}
+		lease := backends.Lease{Key: s.use.key, Identity: recordBackendIdentity(rec), TTL: s.use.ttl, Shared: recordShared(rec)}
 		if tracked {
 			lease = h.Lease
 		}
-		if err := s.backend.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
-			return fmt.Errorf("releasing %s: %w", s.key, err)
+		if err := s.use.session.Release(ctx, lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+			return fmt.Errorf("releasing %s: %w", s.use.key, err)
 		}
 	}
 	return nil
@@ -190,7 +194,7 @@ func (r *Reconciler) keepRecord(ctx context.Context, s *lockScope, rec *locksv1a
 		h = renewal.Hold{Lease: *v.lease, RenewTime: s.now}
 	}
 	for _, c := range keep {
-		r.Renewer.Track(s.backendName, s.backend, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
+		r.Renewer.Track(s.use.name, s.use.session, h.Lease, client.ObjectKeyFromObject(c)) // idempotent; records sharers
 		if !isHeld(c) {
 			markHeld(c, rec.Identity, h.Lease, rec.FencingToken, rec.AcquireTime.Time)
 		}
@@ -229,50 +233,50 @@ func lostHold(why string) resumed { return resumed{lost: why} }
 // The backend, not status.expireTime, says whether the hold lives: status.expireTime can trail the
 // backend's expiry by most of a lease, and a failover can take longer than what it had left.
 func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder, keep []*locksv1alpha1.LockClaim) (resumed, error) {
-	if s.backend == nil {
+	if s.use.session == nil {
 		expire := holdExpiry(rec, keep)
 		if judgeExpiry(expire, s.now) != expiryAhead {
 			return lostHold("The lock expired while no controller could renew it (its backend is unusable)"), nil
 		}
 		return resumed{retryIn: min(expire.Sub(s.now), 5*time.Second)}, nil
 	}
-	if records, ok := backends.AsRecordKeeper(s.backend); ok {
+	if records, ok := backends.AsRecordKeeper(s.use.session); ok {
 		// The lock record is the hold: it lives while the session that keeps it was renewed in
 		// time since the grant.
-		expire, alive, err := seams.resumeAlive(records.HoldAlive(ctx, rec.AcquireTime.Time, s.ttl))
+		expire, alive, err := seams.resumeAlive(records.HoldAlive(ctx, rec.AcquireTime.Time, s.use.ttl))
 		switch {
 		case err != nil:
-			return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
+			return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.use.key, err)
 		case !alive:
 			return lostHold("The lock expired while no controller renewed it: its session went a lease without renewal"), nil
 		}
-		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
-		return resumed{lease: &backends.Lease{Key: s.key, Identity: recordBackendIdentity(rec), TTL: s.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}}, nil
+		ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.use.key, "fencingToken", rec.FencingToken)
+		return resumed{lease: &backends.Lease{Key: s.use.key, Identity: recordBackendIdentity(rec), TTL: s.use.ttl, AcquireTime: rec.AcquireTime.Time, ExpireTime: expire}}, nil
 	}
 	if recordShared(rec) {
 		return r.resumePlace(ctx, s, rec)
 	}
-	current, err := s.backend.Inspect(ctx, s.key)
+	current, err := s.use.session.Inspect(ctx, s.use.key)
 	current, err = seams.resumeFound(current, err, recordBackendIdentity(rec))
 	switch {
 	case errors.Is(err, backends.ErrNotHeld):
 		return lostHold("The lock expired while no controller renewed it: the backend no longer holds it for this holder"), nil
 	case err != nil:
-		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.use.key, err)
 	case current.Identity != recordBackendIdentity(rec):
 		return lostHold("Another client took the lock on the backend"), nil
 	}
 	if err := r.Guard.Check(); err != nil {
 		return resumed{}, err
 	}
-	lease, err := s.backend.TryAcquire(ctx, s.key, recordBackendIdentity(rec), s.ttl)
+	lease, err := s.use.session.TryAcquire(ctx, s.use.key, recordBackendIdentity(rec), s.use.ttl)
 	switch {
 	case errors.Is(err, backends.ErrLocked):
 		return lostHold("Another client took the lock on the backend"), nil
 	case err != nil:
-		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.use.key, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.key, "fencingToken", rec.FencingToken)
+	ctrl.LoggerFrom(ctx).Info("Resumed hold", "key", s.use.key, "fencingToken", rec.FencingToken)
 	return resumed{lease: &lease}, nil
 }
 
@@ -280,13 +284,13 @@ func (r *Reconciler) resume(ctx context.Context, s *lockScope, rec *locksv1alpha
 // and is refreshed there. A place is never taken anew on resumption, even if one is free: the
 // hold it had may have lapsed in between.
 func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1alpha1.LockHolder) (resumed, error) {
-	sharer, ok := backends.AsSharer(s.backend)
+	sharer, ok := backends.AsSharer(s.use.session)
 	if !ok {
 		return lostHold("The backend no longer holds shared locks"), nil
 	}
-	holders, err := sharer.Holders(ctx, s.key)
+	holders, err := sharer.Holders(ctx, s.use.key)
 	if err != nil {
-		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.use.key, err)
 	}
 	if !slices.ContainsFunc(holders, func(l backends.Lease) bool { return l.Shared && l.Identity == recordBackendIdentity(rec) }) {
 		return lostHold("The lock expired while no controller renewed it: the backend no longer holds this holder's place"), nil
@@ -294,14 +298,14 @@ func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1
 	if err := r.Guard.Check(); err != nil {
 		return resumed{}, err
 	}
-	lease, err := sharer.TryAcquireShared(ctx, s.key, recordBackendIdentity(rec), s.ttl, int(s.maxHolders()))
+	lease, err := sharer.TryAcquireShared(ctx, s.use.key, recordBackendIdentity(rec), s.use.ttl, int(s.maxHolders()))
 	switch {
 	case errors.Is(err, backends.ErrLocked):
 		return lostHold("Another client took the lock on the backend"), nil
 	case err != nil:
-		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.key, err)
+		return resumed{}, fmt.Errorf("resuming hold of %s: %w", s.use.key, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Resumed place", "key", s.key, "fencingToken", rec.FencingToken)
+	ctrl.LoggerFrom(ctx).Info("Resumed place", "key", s.use.key, "fencingToken", rec.FencingToken)
 	return resumed{lease: &lease}, nil
 }
 
@@ -321,7 +325,7 @@ func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) (stepResult, 
 		if t := c.Status.ExpireTime; t != nil {
 			expire = &t.Time
 		}
-		if refreshDue(expire, s.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
+		if refreshDue(expire, s.use.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
 			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
 		}
 	}

@@ -70,7 +70,7 @@ func (s *lockScope) lineSlots(queue []*queued) []lineSlot {
 	for i, q := range queue {
 		slots[i] = lineSlot{waiterSlot: ws[i], several: several(q.claim)}
 		if slots[i].several {
-			slots[i].overtakable = overtakable(q.claim, s.ttl, s.now)
+			slots[i].overtakable = overtakable(q.claim, s.use.ttl, s.now)
 		}
 	}
 	return slots
@@ -96,6 +96,7 @@ func (s *lockScope) lineUp(queue []*queued) (line []*queued, ready *queued) {
 // the claim's status is listed there first (markPartial) and kept as it is, unrenewed, until that
 // write lands; an entry the claim lists is given back (givenBack). Either way endHolds leaves the
 // claim out (s.settled), and keeps an entry set aside unless another claim holds it.
+// (partKept needs nothing here; partEnded cannot occur: a claim that ended names no entry.)
 func (r *Reconciler) settleParts(_ context.Context, s *lockScope) (stepResult, error) {
 	var res stepResult
 	recs := s.lock.Status.Holders
@@ -106,16 +107,16 @@ func (r *Reconciler) settleParts(_ context.Context, s *lockScope) (stepResult, e
 			continue
 		}
 		if s.settled == nil {
-			s.settled, s.setAside = map[types.UID]bool{}, map[int]bool{}
+			s.settled = map[types.UID]bool{}
 		}
-		s.settled[c.UID] = true
 		switch partFateOf(whole, s.name.Name, recs[i].FencingToken) {
 		case partMarked:
 			markPartial(c, s.name.Name, recs[i].FencingToken)
-			s.setAside[i] = true
+			s.settled[c.UID] = true
 			res = res.wakeIn(staleRetry)
 		case partGivenBack:
 			givenBack(c, s.name.Name)
+			s.settled[c.UID] = false
 		}
 	}
 	return res, nil
@@ -224,17 +225,17 @@ func jointReady(s, o *lockScope, c *locksv1alpha1.LockClaim, queue []*queued) (n
 	case o.lock == nil:
 		return notReady{reason: locksv1alpha1.ReasonLockNotFound,
 			message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, does not exist in namespace %s", name, o.name.Namespace)}, false
-	case o.backendName != s.backendName:
+	case o.use.name != s.use.name:
 		return notReady{reason: locksv1alpha1.ReasonMixedBackends, message: fmt.Sprintf(
-			"The locks of spec.lockNames must all be on one LockBackend: %s is on %s, %s on %s", s.name.Name, s.backendName, name, o.backendName)}, false
+			"The locks of spec.lockNames must all be on one LockBackend: %s is on %s, %s on %s", s.name.Name, s.use.name, name, o.use.name)}, false
 	case !o.lock.DeletionTimestamp.IsZero():
 		return notReady{reason: locksv1alpha1.ReasonLockNotFound, message: fmt.Sprintf("DistributedLock %s, one of spec.lockNames, is being deleted", name)}, false
-	case o.backend == nil:
+	case o.use.session == nil:
 		return notReady{reason: locksv1alpha1.ReasonBackendUnavailable,
 			message: fmt.Sprintf("DistributedLock %s cannot grant now: its backend is not usable (its BackendReady condition says why)", name)}, false
-	case o.conflict != nil:
-		return notReady{reason: locksv1alpha1.ReasonKeyConflict, message: fmt.Sprintf("DistributedLock %s: %s", name, o.conflict.Message)}, false
-	case o.keyTaken:
+	case o.use.conflict != nil:
+		return notReady{reason: locksv1alpha1.ReasonKeyConflict, message: fmt.Sprintf("DistributedLock %s: %s", name, o.use.conflict.Message)}, false
+	case o.use.keyTaken:
 		return notReady{}, false
 	case o.lockDelay() > 0:
 		return notReady{reason: locksv1alpha1.ReasonLockDelay, ready: true,
@@ -351,7 +352,7 @@ func (s *lockScope) refreshParts(renewer *renewal.Renewer, c *locksv1alpha1.Lock
 	if t := earliestExpiry(c.Status.Locks); t != nil {
 		earliest = &t.Time
 	}
-	if !refreshDue(earliest, s.ttl, s.now) {
+	if !refreshDue(earliest, s.use.ttl, s.now) {
 		return
 	}
 	for i := range c.Status.Locks {
@@ -384,7 +385,7 @@ func (s *lockScope) partHoldKey(c *locksv1alpha1.LockClaim, part locksv1alpha1.C
 	}
 	for _, rec := range l.Status.CurrentHolders() {
 		if rec.Identity == c.Status.HolderIdentity && rec.FencingToken == part.FencingToken {
-			return renewal.HoldKey{Backend: s.backendName, Key: l.BackendKey(s.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
+			return renewal.HoldKey{Backend: s.use.name, Key: l.BackendKey(s.use.keyPolicy), Identity: recordBackendIdentity(&rec)}, true
 		}
 	}
 	return renewal.HoldKey{}, false
@@ -427,7 +428,7 @@ func (s *lockScope) partsRefreshWait(c *locksv1alpha1.LockClaim) time.Duration {
 		return 0
 	}
 	if t := earliestExpiry(c.Status.Locks); t != nil {
-		return refreshWait(t.Time, s.ttl, s.now)
+		return refreshWait(t.Time, s.use.ttl, s.now)
 	}
 	return 0
 }

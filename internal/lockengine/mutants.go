@@ -121,11 +121,11 @@ func init() {
 		seams.passDone = func(ctx context.Context, s *lockScope) {
 			// A lock its record shows free is released on the backend as it is, whoever holds
 			// the key: a client outside lockwarden included.
-			if s.backend == nil || len(s.lock.Status.Holders) > 0 {
+			if s.use.session == nil || len(s.lock.Status.Holders) > 0 {
 				return
 			}
-			if cur, err := s.backend.Inspect(ctx, s.key); err == nil {
-				_ = s.backend.Release(ctx, cur)
+			if cur, err := s.use.session.Inspect(ctx, s.use.key); err == nil {
+				_ = s.use.session.Release(ctx, cur)
 			}
 		}
 	}

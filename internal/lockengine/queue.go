@@ -133,7 +133,7 @@ func (r *Reconciler) queueClaims(_ context.Context, s *lockScope) (stepResult, e
 // grantable says whether the pass may grant at all: the lock is not going, its backend is usable
 // and its key is its own (not taken just now: the next pass grants), and no lock delay runs.
 func (s *lockScope) grantable() bool {
-	return s.lock.DeletionTimestamp.IsZero() && s.backend != nil && s.conflict == nil && !s.keyTaken && s.lockDelay() == 0
+	return s.lock.DeletionTimestamp.IsZero() && s.use.session != nil && s.use.conflict == nil && !s.use.keyTaken && s.lockDelay() == 0
 }
 
 // serveQueue tries the backend for the head of the queue when the lock is free for it: as many
@@ -237,7 +237,7 @@ func (r *Reconciler) joinable(s *lockScope, c *locksv1alpha1.LockClaim) *joinabl
 
 // join makes waiting claim c share hold j and its token.
 func (r *Reconciler) join(s *lockScope, c *locksv1alpha1.LockClaim, j *joinable) {
-	r.Renewer.Track(s.backendName, s.backend, j.hold.Lease, client.ObjectKeyFromObject(c))
+	r.Renewer.Track(s.use.name, s.use.session, j.hold.Lease, client.ObjectKeyFromObject(c))
 	markHeld(c, j.rec.Identity, j.hold.Lease, j.rec.FencingToken, s.now)
 	s.holders = append(s.holders, c)
 }
@@ -271,7 +271,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) time
 		// A pass that only took the lock's key tried no claim: the next one, a tenth of a second
 		// later, does. Ending a wait now would time out a waitTimeoutSeconds 0 claim on a free
 		// lock without having tried it.
-		if !s.keyTaken {
+		if !s.use.keyTaken {
 			over, left := s.waitOver(c)
 			if over {
 				endTimedOut(s, c)
@@ -284,8 +284,8 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) time
 		// lock's key grants nothing only for that: the next pass, about a tenth of a second
 		// later, grants and places the waiters behind; a place written now would be out of
 		// date by then, and would cost a write per waiter of a new lock.
-		if !q.tried && !s.keyTaken && homeLock(c) == s.name.Name {
-			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.unusable, conflict: s.conflict,
+		if !q.tried && !s.use.keyTaken && homeLock(c) == s.name.Name {
+			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.use.unusable, conflict: s.use.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
 			markWaiting(c, shownPosition(s.before(c.UID).Status.QueuePosition, w.position), w.ready, w.reason, w.message)
 		}

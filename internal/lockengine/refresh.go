@@ -194,7 +194,7 @@ func (r *Reconciler) nextRefresh(s *lockScope) time.Duration {
 		if !tracked || h.Lost || c.Status.ExpireTime == nil {
 			continue
 		}
-		wait = soonest(wait, refreshWait(c.Status.ExpireTime.Time, s.ttl, s.now))
+		wait = soonest(wait, refreshWait(c.Status.ExpireTime.Time, s.use.ttl, s.now))
 	}
 	return wait
 }

@@ -73,6 +73,17 @@ type passRead struct {
 	// vanished are, by UID, the claims of s.claims that the lock record names and the cache no
 	// longer has (vanished.go): judged like deleted claims, never written.
 	vanished map[types.UID]bool
+	// world is what the pass read of the claims' holders (holder_*.go).
+	world holderWorld
+	// partLocks are the other locks of the held several-lock claims whose home is this lock, by
+	// name (loadPartLocks); nil for one that does not exist.
+	partLocks map[string]*locksv1alpha1.DistributedLock
+	// use is the lock's backend and key, as the pass resolved them.
+	use backendUse
+}
+
+// holderWorld is what a pass read of its claims' holders, from the cache.
+type holderWorld struct {
 	// pods are the holder pods of pod claims that exist, by name.
 	pods map[string]*corev1.Pod
 	// nodes are the Nodes of the pods of claims that hold, by name, read only when the lock sets
@@ -80,15 +91,17 @@ type passRead struct {
 	nodes map[string]*corev1.Node
 	// heartbeats are the verdicts on the heartbeat Leases that claims name, by Lease name.
 	heartbeats map[string]heartbeat.Verdict
-	// objects are the holder workload objects that claims name, by objectHolder.key (holder_object.go).
+	// objects are the holder workload objects that claims name, by objectHolder.key.
 	objects map[string]heldObject
-	// partLocks are the other locks of the held several-lock claims whose home is this lock, by
-	// name (loadPartLocks); nil for one that does not exist.
-	partLocks map[string]*locksv1alpha1.DistributedLock
-	// backend is the lock's backend session; nil when it cannot be used now.
-	backend backends.Backend
-	// backendName names the lock's LockBackend.
-	backendName string
+}
+
+// backendUse is the lock's use of its backend, as the pass resolved it (readBackend) and the key
+// ledger judged it (takeKey).
+type backendUse struct {
+	// session is the lock's backend session; nil when it cannot be used now.
+	session backends.Backend
+	// name names the lock's LockBackend.
+	name string
 	// store is the identity of the store the LockBackend reaches (registry.StoreOf): the key
 	// ledger's key, shared by every LockBackend of the store.
 	store string
@@ -110,10 +123,9 @@ type passRead struct {
 // passDecided is what the steps decided, in the order they run.
 type passDecided struct {
 	// settled are, by UID, the waiting claims whose record entry settleParts dealt with (a joint
-	// grant that stopped half way left it), which endHolds leaves out; setAside are the indexes
-	// of the record entries kept as they are, unrenewed, unless another claim holds them.
-	settled  map[types.UID]bool
-	setAside map[int]bool
+	// grant that stopped half way left it), which endHolds leaves out; true: the entry is set
+	// aside, kept as it is, unrenewed, unless another claim holds it; false: it is given back.
+	settled map[types.UID]bool
 	// holders are the claims that share the recorded hold once the pass has decided (endHolds,
 	// then serveQueue's grants and joins).
 	holders []*locksv1alpha1.LockClaim
@@ -242,7 +254,7 @@ func sharesRecord(rec *locksv1alpha1.LockHolder, c *locksv1alpha1.LockClaim) boo
 
 // holdKey names the hold of identity (a claim's holder identity) on the lock's key.
 func (s *lockScope) holdKey(identity string) renewal.HoldKey {
-	return renewal.HoldKey{Backend: s.backendName, Key: s.key, Identity: s.backendIdentity(identity)}
+	return renewal.HoldKey{Backend: s.use.name, Key: s.use.key, Identity: s.backendIdentity(identity)}
 }
 
 // backendIdentity is the value on the backend of identity's hold of this lock: the one the lock
@@ -313,7 +325,7 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 	if s == nil || err != nil {
 		return nil, err
 	}
-	s.pods = map[string]*corev1.Pod{}
+	s.world.pods = map[string]*corev1.Pod{}
 	fresh, err := r.readClaims(ctx, s, func(read *locksv1alpha1.LockClaim) error {
 		c := read.DeepCopy()
 		s.claims = append(s.claims, c)
@@ -329,14 +341,14 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 	if s.lock == nil {
 		return s, nil
 	}
-	if s.unusable, err = r.readBackend(ctx, s); err != nil {
+	if s.use.unusable, err = r.readBackend(ctx, s); err != nil {
 		return nil, err
 	}
 	if err := r.loadPartLocks(ctx, s, s.claims); err != nil {
 		return nil, err
 	}
 	if s.lock.DeletionTimestamp.IsZero() {
-		if s.conflict, err = r.takeKey(ctx, s); err != nil {
+		if s.use.conflict, err = r.takeKey(ctx, s); err != nil {
 			return nil, err
 		}
 	}
@@ -363,7 +375,7 @@ func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*
 	// A lock last written before shared locks records its holder in status.holder: the pass
 	// moves it into status.holders, and its write clears the old field.
 	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil
-	s.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
+	s.use.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
 	return s, nil
 }
 
@@ -403,7 +415,7 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 // Other errors are transient API errors.
 func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.UnusableError, error) {
 	use, err := r.Backends.ForLock(ctx, s.lock)
-	s.backendName, s.store, s.key, s.keyPolicy = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy), use.KeyPolicy
+	s.use.name, s.use.store, s.use.key, s.use.keyPolicy = use.Name, use.Store, s.lock.BackendKey(use.KeyPolicy), use.KeyPolicy
 	var unusable *registry.UnusableError
 	switch {
 	case errors.As(err, &unusable):
@@ -411,7 +423,7 @@ func (r *Reconciler) readBackend(ctx context.Context, s *lockScope) (*registry.U
 	case err != nil:
 		return nil, err
 	}
-	s.backend = use.Session
+	s.use.session = use.Session
 	return nil, nil
 }
 
@@ -427,9 +439,9 @@ func (r *Reconciler) takeKey(ctx context.Context, s *lockScope) (*registry.Unusa
 	case err != nil:
 		return nil, err
 	case owner.UID != self.UID:
-		return keyConflict(s.lock, owner, s.backendName), nil
+		return keyConflict(s.lock, owner, s.use.name), nil
 	case taken:
-		s.keyTaken = true
+		s.use.keyTaken = true
 		s.lock.Status.FencingToken++
 	}
 	return nil, nil
@@ -442,15 +454,15 @@ func (r *Reconciler) takeKey(ctx context.Context, s *lockScope) (*registry.Unusa
 // in this pass (the next pass grants, should the watch event of this one's write not come first).
 func readWake(s *lockScope) time.Duration {
 	var wait time.Duration
-	for _, v := range s.heartbeats {
+	for _, v := range s.world.heartbeats {
 		if v.State == heartbeat.Alive {
 			wait = soonest(wait, max(v.ExpireAt.Sub(s.now), 0))
 		}
 	}
-	if s.conflict != nil {
+	if s.use.conflict != nil {
 		wait = soonest(wait, keyConflictRetry)
 	}
-	if s.keyTaken {
+	if s.use.keyTaken {
 		wait = soonest(wait, keyTakenRetry)
 	}
 	return wait
@@ -478,7 +490,7 @@ func keyConflict(lock *locksv1alpha1.DistributedLock, owner keyledger.Owner, bac
 
 // ledgerKey is the pass's key in its store, as the key ledger records it.
 func ledgerKey(s *lockScope) keyledger.Key {
-	return keyledger.Key{Store: s.store, Backend: s.backendName, Name: s.key}
+	return keyledger.Key{Store: s.use.store, Backend: s.use.name, Name: s.use.key}
 }
 
 // ownerOf is lock as a key ledger owner.

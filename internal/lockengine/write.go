@@ -46,7 +46,7 @@ import (
 // backend holds taken in this pass: nothing is held that the record does not name.
 func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) (stepResult, error) {
 	lock := s.lock
-	setLockConditions(lock, s.unusable, s.conflict, s.backendName)
+	setLockConditions(lock, s.use.unusable, s.use.conflict, s.use.name)
 	waiting := int32(len(s.waiters))
 	high := len(s.grants) > 0 || !equality.Semantic.DeepEqual(highPriorityStatus(s.readLock.Status), highPriorityStatus(lock.Status))
 	if !high && !s.writeLow {
@@ -76,11 +76,11 @@ func (r *Reconciler) writeLock(ctx context.Context, s *lockScope) (stepResult, e
 	r.memory.written.note(lock)
 	for _, g := range s.grants {
 		rec := lock.Status.Holders[g.record]
-		r.Renewer.Track(s.backendName, s.backend, g.lease, client.ObjectKeyFromObject(g.claim))
+		r.Renewer.Track(s.use.name, s.use.session, g.lease, client.ObjectKeyFromObject(g.claim))
 		markHeld(g.claim, rec.Identity, g.lease, rec.FencingToken, s.now)
 		s.holders = append(s.holders, g.claim)
 		r.trace(TraceRecordWritten, s.name, g.claim.Name)
-		r.Metrics.WaitSeconds.WithLabelValues(s.backendName).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
+		r.Metrics.WaitSeconds.WithLabelValues(s.use.name).Observe(s.now.Sub(g.claim.CreationTimestamp.Time).Seconds())
 		ctrl.LoggerFrom(ctx).Info("Lock granted", "lock", s.name.Name, "claim", klog.KObj(g.claim), "fencingToken", rec.FencingToken, "identity", rec.Identity, "mode", rec.Mode)
 	}
 	s.grants = nil // recorded: nothing is left to give back
@@ -106,7 +106,7 @@ func (r *Reconciler) giveBack(ctx context.Context, s *lockScope) error {
 	s.grants = nil
 	var errs []error
 	for _, g := range grants {
-		if err := s.backend.Release(ctx, g.lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
+		if err := s.use.session.Release(ctx, g.lease); err != nil && !errors.Is(err, backends.ErrNotHeld) {
 			errs = append(errs, fmt.Errorf("giving back %s after a failed grant: %w", g.lease.Key, err))
 		}
 	}
