@@ -70,7 +70,7 @@ type holderFacts struct {
 // why: its lock is going, its pod died, or the claim was deleted. nil: it keeps holding.
 //
 // How a hold ends follows the holder's fate, not the order in which the pass saw the events
-// (DESIGN §3, Release): a holder that died ended without a release (lockDelaySeconds and
+// (docs/design.md §3, Release): a holder that died ended without a release (lockDelaySeconds and
 // lossPolicy apply) even when garbage collection deleted its claim in the same instant; a claim
 // that its pod's foreground deletion removes holds until the pod is gone, since a terminating
 // pod's containers may still run; a claim deleted while its holder lives is a release.
@@ -542,7 +542,7 @@ func soonest(a, b time.Duration) time.Duration {
 
 // Grants. Which waiting claims a pass may try to grant, as a pure function of the
 // queue, the current holds and the lock's number of places (grants_test.go). The rules
-// (DESIGN §3 "Grant"):
+// (docs/design.md §3 "Grant"):
 //   - strict FIFO across modes: a claim is tried only if every claim ahead of it is granted in
 //     the same pass;
 //   - an Exclusive claim is granted only into an empty lock, and holds it alone;

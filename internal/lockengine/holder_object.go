@@ -38,7 +38,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
-// Workload holders (DESIGN.md §3 Workloads): a claim whose spec.holder.object names a Job, a
+// Workload holders (docs/design.md §3 Workloads): a claim whose spec.holder.object names a Job, a
 // Tekton run, an Argo Workflow or another kind the install lists holds while that object exists
 // and has not finished (package workloads says when it has). The objects are read from the
 // cache, which watches only the listed kinds (Reconciler.Workloads); a claim naming any other

@@ -25,7 +25,7 @@ import (
 // passLocks serializes the passes of each lock. A lock is served from two work queues (its
 // passes, and the refresh lane that keeps its held claims' status.expireTime ahead); each queue
 // never runs one lock twice at once, but the two could, and every pass assumes it is the lock's
-// only writer in this process (DESIGN.md §3).
+// only writer in this process (docs/design.md §3).
 type passLocks struct {
 	mu    sync.Mutex
 	locks map[types.NamespacedName]*passLock

@@ -52,7 +52,7 @@ func onBackend(name, key string) func(*locksv1alpha1.DistributedLock) {
 
 // TestStepKeyConflictAcrossBackendsOfOneStore: two DistributedLocks of one namespace with one
 // spec.key, each on its own LockBackend of type Kubernetes. Both LockBackends reach one store (the
-// Kubernetes API), so the two locks resolve to one key in one store (DESIGN §2): the first keeps
+// Kubernetes API), so the two locks resolve to one key in one store (docs/design.md §2): the first keeps
 // it and grants, the second shows Ready=False KeyConflict and grants nothing. Before the key
 // ledger was keyed by store, it was keyed by LockBackend name, and the second lock took the key
 // too: on the built-in backend, whose hold is each lock's own record, both granted, with tokens

@@ -31,7 +31,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
-// Claims carry no finalizer (DESIGN.md §3 Release): deleting one is a single write, and the lock
+// Claims carry no finalizer (docs/design.md §3 Release): deleting one is a single write, and the lock
 // record is what releases its hold. Each record entry names its claim by name and UID and keeps
 // the claim's holder (RecordedHolder). A pass that finds no claim for an entry rebuilds the claim
 // the entry describes, a vanished claim, deleted as of the pass, and lets it go through the same
