@@ -28,7 +28,8 @@ limitations under the License.
 //     locks are listed in the claim, then given back;
 //  2. endHolds (holds.go): which claims of the lock record go on holding, which let go and how
 //     (decide.go's holderEnding), the backend release once no claim shares a hold, resuming a
-//     hold after a leader change;
+//     hold after a leader change; writeEndedHolds (write.go) then says so in the claims whose
+//     hold ended, before any key goes to anyone else;
 //  3. queueClaims (queue.go): who waits and in what order (queueOf, the one definition of the
 //     queue), waits that end, claims whose holder does not exist yet (they wait aside), claims
 //     that join a live hold;

@@ -142,10 +142,6 @@ func (r *Reconciler) serveSeveral(ctx context.Context, s *lockScope, q *queued) 
 		return stepResult{}, nil
 	}
 	q.tried = true
-	// The holds that ended say so before any key goes to anyone else (serveQueue).
-	if err := r.writeEndedHolds(ctx, s); err != nil {
-		return stepResult{}, err
-	}
 	return r.jointGrant(ctx, s, c)
 }
 

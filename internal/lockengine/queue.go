@@ -147,13 +147,6 @@ func (r *Reconciler) serveQueue(ctx context.Context, s *lockScope) (stepResult, 
 		// One write issues at most fencing.PerWrite tokens; the rest are granted by the next pass.
 		planned = min(seams.planGrants(s.waiterSlots(s.line), s.holdSlots(), s.maxHolders()), fencing.PerWrite-len(s.grants))
 	}
-	if planned > 0 || len(s.grants) > 0 {
-		// The holds that ended say so before the key goes to anyone else: whoever reads claims
-		// then never sees a claim Held while the backend holds its key for another.
-		if err := r.writeEndedHolds(ctx, s); err != nil {
-			return res, err
-		}
-	}
 	for tried := 0; tried < planned; {
 		q := s.line[tried]
 		if s.grantedIdentity(s.identityOf(q.claim)) {

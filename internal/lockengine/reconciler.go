@@ -127,7 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		s.readLock = s.lock.DeepCopy()
 	}
 	steps := []lockStep{
-		r.settleParts, r.endHolds, // holds: what goes on, what ends
+		r.settleParts, r.endHolds, r.writeEndedHolds, // holds: what goes on, what ends
 		r.queueClaims, r.serveJoint, r.serveQueue, // waiters: who waits, who is granted
 		r.refreshHolds, r.decideLowPriority, // which status changes are due
 		r.writeLock, r.writeJoint, r.writeClaims, r.shedFinalizers, r.finishDeletes, // writes: the record first

@@ -114,16 +114,19 @@ func (r *Reconciler) giveBack(ctx context.Context, s *lockScope) error {
 }
 
 // writeEndedHolds writes the claims whose hold this pass ended, other than those being deleted
-// (their deletion says it).
-func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) error {
+// (their deletion says it), before any grant: the holds that ended say so before the key goes to
+// anyone else, so that whoever reads claims never sees one Held while the backend holds its key
+// for another. (writeClaims writes them in the same order when nothing is granted; this step
+// only moves them ahead of the grant.)
+func (r *Reconciler) writeEndedHolds(ctx context.Context, s *lockScope) (stepResult, error) {
 	for _, c := range s.claims {
 		if isHeld(s.before(c.UID)) && !isHeld(c) && c.DeletionTimestamp.IsZero() {
 			if err := r.writeClaim(ctx, s, c); err != nil {
-				return err
+				return stepResult{}, err
 			}
 		}
 	}
-	return nil
+	return stepResult{}, nil
 }
 
 // writeClaims writes what the pass changed of its claims, in the order that keeps what watchers
