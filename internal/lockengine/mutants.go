@@ -34,6 +34,14 @@ import (
 // In a build with the mutants tag, the engine's seams (seams.go) take the deliberate bugs that
 // LOCKWARDEN_MUTANT lists. docs/reliability.md says which checker catches each.
 func init() {
+	mutateGrants()
+	mutateHolds()
+	mutateTokens()
+	mutateWrites()
+}
+
+// mutateGrants: bugs in who is granted what.
+func mutateGrants() {
 	if mutant.Active(mutant.GrantOneByOne) {
 		seams.jointOthers = func(*locksv1alpha1.LockClaim) []string { return nil } // Held with the first lock alone
 	}
@@ -55,6 +63,21 @@ func init() {
 			return next(queue, holds, maxHolders)
 		}
 	}
+	if mutant.Active(mutant.IgnoreLockDelay) {
+		seams.grantDelay = func(*time.Time, time.Time) time.Duration { return 0 }
+	}
+	if mutant.Active(mutant.GrantUnacquired) {
+		seams.acquired = func(lease backends.Lease, err error, asked backends.Lease) (backends.Lease, error) {
+			if errors.Is(err, backends.ErrLocked) {
+				return asked, nil // granted although the backend refused the key
+			}
+			return lease, err
+		}
+	}
+}
+
+// mutateHolds: bugs in which holds go on.
+func mutateHolds() {
 	if mutant.Active(mutant.ResumeLapsed) {
 		// A hold the backend let go while no controller renewed it is taken for alive: the pass
 		// takes the key again for it and it goes on with its old token (etcd #11456's class).
@@ -80,9 +103,6 @@ func init() {
 			return nil
 		}
 	}
-	if mutant.Active(mutant.IgnoreLockDelay) {
-		seams.grantDelay = func(*time.Time, time.Time) time.Duration { return 0 }
-	}
 	if mutant.Active(mutant.KeepDeadHolder) {
 		seams.holderEnding = func(f holderFacts) *ending {
 			if end := holderEnding(f); end != nil && end.reason != locksv1alpha1.ReasonHolderTerminated {
@@ -91,6 +111,10 @@ func init() {
 			return nil
 		}
 	}
+}
+
+// mutateTokens: bugs in the fencing tokens a grant issues.
+func mutateTokens() {
 	if mutant.Active(mutant.TokenReuse) || mutant.Active(mutant.TokenLower) {
 		seams.issueTokens = func(lock *locksv1alpha1.DistributedLock, n int) ([]int64, error) {
 			tokens, err := issueTokens(lock, n)
@@ -106,14 +130,10 @@ func init() {
 			return tokens, nil
 		}
 	}
-	if mutant.Active(mutant.GrantUnacquired) {
-		seams.acquired = func(lease backends.Lease, err error, asked backends.Lease) (backends.Lease, error) {
-			if errors.Is(err, backends.ErrLocked) {
-				return asked, nil // granted although the backend refused the key
-			}
-			return lease, err
-		}
-	}
+}
+
+// mutateWrites: bugs in what the pass writes and releases.
+func mutateWrites() {
 	if mutant.Active(mutant.BlindStatus) {
 		seams.claimPatch = func(before client.Object) client.Patch { return client.MergeFrom(before) }
 	}
