@@ -30,15 +30,19 @@ import (
 // claimChangedForLock passes the claim events its lock's pass must see: creation, deletion, the
 // start of deletion, a spec or finalizer change, and a change of phase. The status writes of
 // waiting claims (queue positions) are not among them: a busy lock's pass would otherwise run
-// once per waiter after every handoff. They pass, though, when they bring the cache up to a write
-// that a pass found missing (written).
+// once per waiter after every handoff. Nor is a one-lock claim's change of phase that is this
+// process's own last write of it (a grant's Held, a holder's Released): the pass that wrote it
+// acted on it already, and the pass it woke found nothing to do (it cost a tenth of a handoff's
+// record path). A claim of several locks passes its own phase writes too: the pass of one of its
+// locks writes them, and each other lock's pass must see them. Every write passes when it brings
+// the cache up to a write that a pass found missing (written).
 func claimChangedForLock(written *ownWrites) predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*locksv1alpha1.LockClaim), e.ObjectNew.(*locksv1alpha1.LockClaim)
 			return written.caughtUp(n) ||
 				o.Generation != n.Generation ||
-				o.Status.Phase != n.Status.Phase ||
+				(o.Status.Phase != n.Status.Phase && (several(n) || !written.isLast(n))) ||
 				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
 				!slices.Equal(o.Finalizers, n.Finalizers)
 		},

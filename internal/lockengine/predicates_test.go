@@ -106,3 +106,49 @@ func TestLockChangedForPass(t *testing.T) {
 		})
 	}
 }
+
+func TestClaimChangedForLock(t *testing.T) {
+	claim := func(rv string, phase locksv1alpha1.ClaimPhase, mutate ...func(*locksv1alpha1.LockClaim)) *locksv1alpha1.LockClaim {
+		c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "claim-uid", ResourceVersion: rv, Generation: 1},
+			Spec: locksv1alpha1.LockClaimSpec{LockName: "db"}, Status: locksv1alpha1.LockClaimStatus{Phase: phase}}
+		for _, m := range mutate {
+			m(c)
+		}
+		return c
+	}
+	ofTwo := func(c *locksv1alpha1.LockClaim) { c.Spec.LockName, c.Spec.LockNames = "", []string{"db", "queue"} }
+	moved := func(c *locksv1alpha1.LockClaim) { c.Status.QueuePosition = 3 }
+	held, pending := locksv1alpha1.ClaimHeld, locksv1alpha1.ClaimPending
+	for _, tc := range []struct {
+		name     string
+		written  string // the resourceVersion of this process's last write ("" none)
+		awaited  bool   // a pass found the cache behind that write
+		old, new *locksv1alpha1.LockClaim
+		want     bool
+	}{
+		{"our own Held write of a grant", "11", false, claim("10", pending), claim("11", held), false},
+		{"a Held write by another process (a deposed leader's, a new leader's)", "9", false, claim("10", pending), claim("11", held), true},
+		{"a change of phase, nothing written by us", "", false, claim("10", pending), claim("11", held), true},
+		{"our own Held write, which a pass found missing", "11", true, claim("10", pending), claim("11", held), true},
+		{"our own Held write of a claim of several locks", "11", false, claim("10", pending, ofTwo), claim("11", held, ofTwo), true},
+		{"a waiter's new position", "", false, claim("10", pending), claim("11", pending, moved), false},
+		{"a spec change", "11", false, claim("10", pending), func() *locksv1alpha1.LockClaim {
+			c := claim("11", pending)
+			c.Generation = 2
+			return c
+		}(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newOwnWrites()
+			if tc.written != "" {
+				w.note(claim(tc.written, held))
+			}
+			if tc.awaited {
+				w.behind(claim("10", pending))
+			}
+			if got := claimChangedForLock(w).Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Fatalf("Update passes: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
