@@ -101,7 +101,7 @@ func (r *Reconciler) settleParts(_ context.Context, s *lockScope) (stepResult, e
 	var res stepResult
 	recs := s.lock.Status.Holders
 	for _, c := range s.claims {
-		whole := s.whole[c.UID]
+		whole := s.read[c.UID].whole
 		i := recordIndex(recs, c)
 		if whole == nil || i < 0 || isHeld(c) {
 			continue

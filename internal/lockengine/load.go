@@ -81,8 +81,7 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 // own last write of the lock.
 func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*lockScope, error) {
 	s := &lockScope{name: name, now: r.Clock.Now()}
-	s.read = map[types.UID]*locksv1alpha1.LockClaim{}
-	s.whole = map[types.UID]*locksv1alpha1.LockClaim{}
+	s.read = map[types.UID]claimView{}
 	lock := &locksv1alpha1.DistributedLock{}
 	switch err := r.Get(ctx, name, lock); {
 	case apierrors.IsNotFound(err):
@@ -119,12 +118,9 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 		if r.memory.written.behind(read) {
 			return false, nil
 		}
-		if several(read) {
-			s.whole[read.UID] = read
-			read = partOn(read, s.name.Name)
-		}
-		s.read[read.UID] = read
-		if err := take(read); err != nil {
+		v := viewOn(read, s.name.Name)
+		s.read[read.UID] = v
+		if err := take(v.part); err != nil {
 			return false, err
 		}
 	}

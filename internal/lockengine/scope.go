@@ -54,13 +54,10 @@ type passRead struct {
 	// readLock is the lock as read: the base of the status write and its precondition; nil when
 	// the lock does not exist.
 	readLock *locksv1alpha1.DistributedLock
-	// read holds each claim as read, by UID: the base of its first status patch (later ones are
-	// based on what the pass wrote: claimWrites).
-	read map[types.UID]*locksv1alpha1.LockClaim
-	// whole holds, by UID, the several-lock claims as read; read holds their part on this lock
-	// (partOn), which is what the steps work on, and writeClaim puts the part back into the whole
-	// claim (withPart).
-	whole map[types.UID]*locksv1alpha1.LockClaim
+	// read holds each claim as read, by UID, as this lock's pass sees it (several.go's claimView:
+	// a several-lock claim's part on this lock, with the whole claim): the base of its first
+	// status patch (later ones are based on what the pass wrote: claimWrites).
+	read map[types.UID]claimView
 	// vanished are, by UID, the claims of s.claims that the lock record names and the cache no
 	// longer has (vanished.go): judged like deleted claims, never written.
 	vanished map[types.UID]bool

@@ -71,6 +71,31 @@ func partOn(c *locksv1alpha1.LockClaim, lock string) *locksv1alpha1.LockClaim {
 	return p
 }
 
+// claimView is a claim as the pass of one lock sees it: part, the view the steps work on (the
+// claim itself, or a several-lock claim's part on that lock, partOn), and whole, the several-lock
+// claim it is written back into (nil for a one-lock claim).
+type claimView struct {
+	part, whole *locksv1alpha1.LockClaim
+}
+
+// viewOn is claim c as the pass of lock sees it. A one-lock claim is viewed as it is, uncopied (a
+// claim read from the cache stays the cache's: the pass changes only its own copies, s.claims).
+func viewOn(c *locksv1alpha1.LockClaim, lock string) claimView {
+	if !several(c) {
+		return claimView{part: c}
+	}
+	return claimView{part: partOn(c, lock), whole: c}
+}
+
+// toWrite is the patch's base and the claim to write, after the pass of lock changed the view's
+// part to after: for a several-lock claim, the whole claim with the part put back (withPart).
+func (v claimView) toWrite(after *locksv1alpha1.LockClaim, lock string) (base, out *locksv1alpha1.LockClaim) {
+	if v.whole == nil {
+		return v.part, after
+	}
+	return v.whole, withPart(v.whole, v.part, after, lock)
+}
+
 // withPart is the claim to write after the pass of lock changed several-lock claim c's part from
 // before to after (both partOn views of whole, the claim as read): after, with this lock's token
 // and expiry put back into its status.locks entry while it holds, and the claim's own token and

@@ -97,7 +97,7 @@ func (r *Reconciler) loadVanished(ctx context.Context, s *lockScope) error {
 			s.vanished = map[types.UID]bool{}
 		}
 		s.vanished[c.UID] = true
-		s.read[c.UID] = c.DeepCopy()
+		s.read[c.UID] = claimView{part: c.DeepCopy()}
 		s.claims = append(s.claims, c)
 		if err := holderOf(c).load(ctx, r, s, c); err != nil {
 			return err

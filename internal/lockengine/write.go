@@ -204,49 +204,39 @@ func inParallel(claims []*locksv1alpha1.LockClaim, limit int, do func(*locksv1al
 	return errors.Join(errs...)
 }
 
-// claimWrites is what a pass wrote of its claims: each one as this pass last wrote it (a
-// several-lock claim whole, and its part on the pass's lock). What the API server has of a claim
-// the pass wrote is that, not what the pass read: the base of its next patch and of every "did it
-// change" after the write. What the pass read stays as read. Claims are written in parallel
-// (inParallel), hence the mutex.
+// claimWrites is what a pass wrote of its claims: each one as this pass last wrote it, viewed as
+// the pass sees it (claimView). What the API server has of a claim the pass wrote is that, not
+// what the pass read: the base of its next patch and of every "did it change" after the write.
+// What the pass read stays as read. Claims are written in parallel (inParallel), hence the mutex.
 type claimWrites struct {
 	mu    sync.Mutex
-	part  map[types.UID]*locksv1alpha1.LockClaim
-	whole map[types.UID]*locksv1alpha1.LockClaim
+	views map[types.UID]claimView
 }
 
-// record notes that the pass wrote out, claim uid; several: out is a several-lock claim, whole,
-// whose part on lock the steps work on.
-func (w *claimWrites) record(uid types.UID, out *locksv1alpha1.LockClaim, several bool, lock string) {
+// record notes that the pass of lock wrote out, claim uid.
+func (w *claimWrites) record(uid types.UID, out *locksv1alpha1.LockClaim, lock string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.part == nil {
-		w.part, w.whole = map[types.UID]*locksv1alpha1.LockClaim{}, map[types.UID]*locksv1alpha1.LockClaim{}
+	if w.views == nil {
+		w.views = map[types.UID]claimView{}
 	}
-	if several {
-		w.whole[uid] = out.DeepCopy()
-		w.part[uid] = partOn(out, lock)
-		return
-	}
-	w.part[uid] = out.DeepCopy()
+	w.views[uid] = viewOn(out.DeepCopy(), lock)
 }
 
 // base is claim uid as the API server has it, as far as the pass knows: as the pass last wrote
-// it, else as it read it; part is the view the steps work on, whole the several-lock claim it is
-// part of (nil for a one-lock claim).
-func (s *lockScope) base(uid types.UID) (part, whole *locksv1alpha1.LockClaim) {
+// it, else as it read it.
+func (s *lockScope) base(uid types.UID) claimView {
 	s.wrote.mu.Lock()
 	defer s.wrote.mu.Unlock()
-	if p, ok := s.wrote.part[uid]; ok {
-		return p, s.wrote.whole[uid]
+	if v, ok := s.wrote.views[uid]; ok {
+		return v
 	}
-	return s.read[uid], s.whole[uid]
+	return s.read[uid]
 }
 
-// before is claim uid as the API server has it, as far as the pass knows (base's part).
+// before is claim uid as the API server has it, as far as the pass knows, as the steps see it.
 func (s *lockScope) before(uid types.UID) *locksv1alpha1.LockClaim {
-	part, _ := s.base(uid)
-	return part
+	return s.base(uid).part
 }
 
 // writeClaim patches c's status, preconditioned on the resourceVersion the pass read: a pass
@@ -254,15 +244,12 @@ func (s *lockScope) before(uid types.UID) *locksv1alpha1.LockClaim {
 // overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
 // fails the pass, which then starts again from a fresh read.
 func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	before, whole := s.base(c.UID)
-	if s.vanished[c.UID] || sameClaimStatus(&before.Status, &c.Status) {
+	v := s.base(c.UID)
+	if s.vanished[c.UID] || sameClaimStatus(&v.part.Status, &c.Status) {
 		return nil
 	}
 	// A several-lock claim is written whole, with this lock's part put back (several.go).
-	base, out := before, c
-	if whole != nil {
-		base, out = whole, withPart(whole, before, c, s.name.Name)
-	}
+	base, out := v.toWrite(c, s.name.Name)
 	stampArrival(base, out)
 	if err := r.Guard.Check(); err != nil {
 		return err
@@ -275,7 +262,7 @@ func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alp
 	}
 	r.memory.written.note(out)
 	r.trace(TraceClaimWritten, s.name, c.Name)
-	s.wrote.record(c.UID, out, whole != nil, s.name.Name)
+	s.wrote.record(c.UID, out, s.name.Name)
 	if base.Status.Phase != out.Status.Phase {
 		r.recordTransition(out)
 	}
