@@ -444,8 +444,8 @@ func unusableReason(u *registry.UnusableError) string {
 	return locksv1alpha1.ReasonBackendUnavailable
 }
 
-// fifo orders the waiting claims of one lock: by priority, then by arrival (queueOrder).
-func fifo(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
+// inQueueOrder orders the claims of one lock: by priority, then by arrival (queueOrder).
+func inQueueOrder(claims []*locksv1alpha1.LockClaim) []*locksv1alpha1.LockClaim {
 	out := slices.Clone(claims)
 	slices.SortStableFunc(out, queueOrder)
 	return out
@@ -543,7 +543,7 @@ func soonest(a, b time.Duration) time.Duration {
 // Grants. Which waiting claims a pass may try to grant, as a pure function of the
 // queue, the current holds and the lock's number of places (grants_test.go). The rules
 // (docs/design.md §3 "Grant"):
-//   - strict FIFO across modes: a claim is tried only if every claim ahead of it is granted in
+//   - strict queue order across modes: a claim is tried only if every claim ahead of it is granted in
 //     the same pass;
 //   - an Exclusive claim is granted only into an empty lock, and holds it alone;
 //   - the run of Shared claims at the head of the queue is granted together while places are

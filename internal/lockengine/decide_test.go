@@ -315,7 +315,7 @@ func TestAppearPriority(t *testing.T) {
 	}
 }
 
-func TestFIFO(t *testing.T) {
+func TestInQueueOrder(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	type spec struct {
 		name     string
@@ -362,11 +362,11 @@ func TestFIFO(t *testing.T) {
 				claims = append(claims, claim(s))
 			}
 			var names []string
-			for _, c := range fifo(claims) {
+			for _, c := range inQueueOrder(claims) {
 				names = append(names, c.Name)
 			}
 			if !slices.Equal(names, tc.want) {
-				t.Fatalf("fifo = %v, want %v", names, tc.want)
+				t.Fatalf("inQueueOrder = %v, want %v", names, tc.want)
 			}
 		})
 	}

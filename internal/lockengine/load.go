@@ -58,7 +58,7 @@ func (r *Reconciler) load(ctx context.Context, name types.NamespacedName) (*lock
 	if err := r.loadVanished(ctx, s); err != nil {
 		return nil, err
 	}
-	s.claims = fifo(s.claims)
+	s.claims = inQueueOrder(s.claims)
 	if s.lock == nil {
 		return s, nil
 	}

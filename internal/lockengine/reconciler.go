@@ -52,7 +52,7 @@ import (
 )
 
 // Reconciler is the one writer of each lock (docs/design.md §3, "One writer per lock"): a work queue
-// keyed by DistributedLock, whose pass releases what must go, grants the head of the FIFO queue,
+// keyed by DistributedLock, whose pass releases what must go, grants the head of its queue (priority, then arrival),
 // writes the lock record (holders, each naming its claim, and fencing tokens, by
 // compare-and-swap), then the claims' status. Claims carry no finalizer: a pass that finds a
 // recorded holder's claim gone releases it (vanished.go), so a graceful handoff is the client's

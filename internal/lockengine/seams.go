@@ -31,7 +31,7 @@ import (
 // build with the mutants tag swaps in broken ones (mutants.go) for the bugs LOCKWARDEN_MUTANT
 // names; every other build keeps these, and no decision holds a branch for a bug.
 var seams = struct {
-	// planGrants says how many claims a pass tries to grant (grants.go).
+	// planGrants says how many claims a pass tries to grant (decide.go).
 	planGrants func(queue []waiterSlot, holds []holdSlot, maxHolders int32) int
 	// grantDelay says how long a lock must still wait before it grants (decide.go).
 	grantDelay func(until *time.Time, now time.Time) time.Duration
