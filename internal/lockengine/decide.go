@@ -58,12 +58,13 @@ type holderFacts struct {
 	lockDeleting bool
 	// lockName names the lock, for messages.
 	lockName string
-	// pod is the liveness of the holder pod; Alive for a detached claim.
-	pod podliveness.Verdict
-	// deletedWithPod: the claim is being deleted by its holder pod's foreground deletion (the
-	// claim is owned by the pod, which terminates with the foregroundDeletion finalizer):
-	// Kubernetes deletes a pod's dependents first, while its containers may still run.
-	deletedWithPod bool
+	// holder is the liveness of the claim's holder (holder.holdVerdict): its pod, heartbeat Lease
+	// or workload object; Alive for a detached claim.
+	holder podliveness.Verdict
+	// deletedWithHolder: the claim is being deleted by its holder's foreground deletion (the
+	// claim is owned by the pod or object, which terminates with the foregroundDeletion
+	// finalizer): Kubernetes deletes dependents first, while the pod's containers may still run.
+	deletedWithHolder bool
 }
 
 // holderEnding says whether a claim that shares the recorded hold lets go of it in this pass, and
@@ -79,10 +80,10 @@ func holderEnding(f holderFacts) *ending {
 	case f.lockDeleting:
 		return &ending{phase: locksv1alpha1.ClaimFailed, reason: locksv1alpha1.ReasonLockNotFound,
 			message: fmt.Sprintf("DistributedLock %s is being deleted", f.lockName)}
-	case !f.pod.Alive:
+	case !f.holder.Alive:
 		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonHolderTerminated,
-			message: "Released: " + f.pod.Reason, unreleased: !f.pod.Completed}
-	case f.deleting && f.deletedWithPod:
+			message: "Released: " + f.holder.Reason, unreleased: !f.holder.Completed}
+	case f.deleting && f.deletedWithHolder:
 		return nil
 	case f.deleting:
 		return &ending{phase: locksv1alpha1.ClaimReleased, reason: locksv1alpha1.ReasonClaimDeleted, message: "Released: the claim was deleted"}

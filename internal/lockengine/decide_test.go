@@ -45,17 +45,17 @@ func TestHolderEnding(t *testing.T) {
 		// wantDelay: the hold ends without a release, so lockDelaySeconds applies.
 		wantDelay bool
 	}{
-		{"keeps holding", holderFacts{pod: alive}, "", "", false},
-		{"claim deleted", holderFacts{deleting: true, pod: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
-		{"pod died", holderFacts{pod: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
-		{"pod ran to completion", holderFacts{pod: succeeded}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
-		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, pod: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, false},
-		{"a dead holder ends ungracefully even when its claim was deleted in the same instant", holderFacts{deleting: true, pod: dead},
+		{"keeps holding", holderFacts{holder: alive}, "", "", false},
+		{"claim deleted", holderFacts{deleting: true, holder: alive}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonClaimDeleted, false},
+		{"pod died", holderFacts{holder: dead}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
+		{"pod ran to completion", holderFacts{holder: succeeded}, locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
+		{"lock deleted wins over the rest", holderFacts{lockDeleting: true, deleting: true, holder: dead}, locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, false},
+		{"a dead holder ends ungracefully even when its claim was deleted in the same instant", holderFacts{deleting: true, holder: dead},
 			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
-		{"a completed holder whose claim was deleted: no delay", holderFacts{deleting: true, pod: succeeded},
+		{"a completed holder whose claim was deleted: no delay", holderFacts{deleting: true, holder: succeeded},
 			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, false},
-		{"a claim its pod's foreground deletion removes holds while the pod terminates", holderFacts{deleting: true, deletedWithPod: true, pod: alive}, "", "", false},
-		{"the foreground-deleted pod gone: ungraceful end", holderFacts{deleting: true, deletedWithPod: true, pod: dead},
+		{"a claim its pod's foreground deletion removes holds while the pod terminates", holderFacts{deleting: true, deletedWithHolder: true, holder: alive}, "", "", false},
+		{"the foreground-deleted pod gone: ungraceful end", holderFacts{deleting: true, deletedWithHolder: true, holder: dead},
 			locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, true},
 	}
 	for _, c := range cases {

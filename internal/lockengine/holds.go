@@ -98,7 +98,7 @@ func (r *Reconciler) endHolders(s *lockScope) ([]recordFate, stepResult) {
 			res = res.wakeIn(wake)
 			end := seams.holderEnding(holderFacts{
 				deleting: !c.DeletionTimestamp.IsZero(), lockDeleting: !s.lock.DeletionTimestamp.IsZero(),
-				lockName: s.lock.Name, pod: alive, deletedWithPod: holderOf(c).deletedWith(s, c),
+				lockName: s.lock.Name, holder: alive, deletedWithHolder: holderOf(c).deletedWith(s, c),
 			})
 			if end == nil {
 				fates[i].keep = append(fates[i].keep, c)
@@ -109,7 +109,7 @@ func (r *Reconciler) endHolders(s *lockScope) ([]recordFate, stepResult) {
 			fates[i].unreleased = fates[i].unreleased || end.unreleased
 		case isHeld(c):
 			alive, _ := s.holdVerdict(c)
-			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, pod: alive})
+			end := holderEnding(holderFacts{deleting: !c.DeletionTimestamp.IsZero(), lockName: s.lock.Name, holder: alive})
 			if end == nil {
 				end = lostEnding("The lock was granted again since this claim's grant")
 			}
