@@ -52,7 +52,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
-// PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
+// PodLockReconciler serves pods that ask for a lock by annotation (docs/design.md §3, Pods): it creates
 // the pod's LockClaim, owned by the pod, and once the claim holds the lock it writes the fencing
 // token and holder identity onto the pod and lifts the pod's scheduling gate, in one write, so
 // that a gated pod is scheduled only when it holds the lock and its app can read the token from
