@@ -59,8 +59,9 @@ import (
 // a downward-API volume at its first start. The claim's mode comes from the pod's lock-mode
 // annotation, read once when the claim is created (a claim's mode is immutable).
 //
-// Granting, renewal and release stay with the lock's own pass (DistributedLockReconciler): a pod's claim is an ordinary
-// claim with holder.podName set, released when the pod dies and garbage-collected after it.
+// Granting, renewal and release stay with the lock's own pass (lockengine.Reconciler): a pod's
+// claim is an ordinary claim with holder.podName set, released when the pod dies and
+// garbage-collected after it.
 type PodLockReconciler struct {
 	client.Client
 	// Recorder emits events on the pod, where its owner looks first.
