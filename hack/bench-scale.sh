@@ -11,7 +11,7 @@
 # The kube-controller-manager and kube-scheduler get a client QPS of 1000 (kwokctl
 # componentsPatches): at their defaults (20 and 50) they, not lockwarden, would set the pace at
 # which Deployments make pods and gated pods get scheduled. The API server keeps its priority and
-# fairness, which is what limits the manager (DESIGN.md §3).
+# fairness, which is what limits the manager (docs/design.md §3).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The names by which a pod asks for a lock and learns its fencing token (DESIGN.md §3, Pods).
+// The names by which a pod asks for a lock and learns its fencing token (docs/design.md §3, Pods).
 const (
 	// PodLockAnnotation on a pod names the DistributedLock, in the pod's namespace, that the pod
 	// needs: the controller creates a LockClaim for the pod, owned by it.

@@ -22,7 +22,7 @@ import (
 	"strconv"
 )
 
-// QueueOrder orders the claims of one lock as the controller grants them (DESIGN §3, Grant): a
+// QueueOrder orders the claims of one lock as the controller grants them (docs/design.md §3, Grant): a
 // higher spec.priority first, then by arrival. A claim's arrival is status.arrival, recorded at
 // its first status write, or, before that write, the resourceVersion it has: its creation's,
 // unless something changed it since, which can place it later but never before a claim that was

@@ -372,8 +372,10 @@ func resourceLockOrNil(l *leaderguard.ReleaseCheckedLock) resourcelock.Interface
 	return l
 }
 
-// setupControllers builds the backend registry, the renewer and the three reconcilers, and adds
-// them to the manager.
+// setupControllers builds the built-in backend, the metrics and the backend registry, and hands
+// them to controller.Setup, which adds the five reconcilers (DistributedLock, pod lock, workload
+// lock, holder eviction, LockBackend) and the two lanes beside them (the Renewer and the refresh
+// lane) to the manager.
 func setupControllers(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme, o options) error {
 	// The built-in backend must read straight from the API server: a cache could show a lock as
 	// free after someone else took it.

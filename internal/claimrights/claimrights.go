@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package claimrights answers whether a service account may create LockClaims in its namespace,
-// which is the rule for the claims the controller makes on a workload's behalf (DESIGN.md §3,
+// which is the rule for the claims the controller makes on a workload's behalf (docs/design.md §3,
 // Pods and Workloads; docs/security.md, Inside a namespace). Anyone who may create a pod may run
 // it as any service account of its namespace, and so act as that account; an annotation that
 // asks for a lock is honoured only when that account could have made the claim itself (with

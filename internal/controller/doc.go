@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controller holds the thin reconcilers around the lock engine (package lockengine, the
-// per-lock pass that grants, renews and releases): the claim's finalizer, the LockBackend probe,
-// pods that ask for a lock by annotation, and the eviction of holders that lost their lock; and
+// Package controller holds the reconcilers around the lock engine (package lockengine, the
+// per-lock pass that grants, renews and releases): pods that ask for a lock by annotation (their
+// claims, scheduling gates and role labels), workload objects that ask for one (their claims and
+// resumption), the eviction of holders that lost their lock, and the LockBackend probe; and
 // Setup, which wires them and the engine into a manager.
 //
 // The RBAC markers below are the controller's whole cluster-wide permission set; controller-gen

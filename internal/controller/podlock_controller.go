@@ -52,15 +52,16 @@ import (
 	"github.com/lockwarden/lockwarden/internal/metrics"
 )
 
-// PodLockReconciler serves pods that ask for a lock by annotation (DESIGN.md §3, Pods): it creates
+// PodLockReconciler serves pods that ask for a lock by annotation (docs/design.md §3, Pods): it creates
 // the pod's LockClaim, owned by the pod, and once the claim holds the lock it writes the fencing
 // token and holder identity onto the pod and lifts the pod's scheduling gate, in one write, so
 // that a gated pod is scheduled only when it holds the lock and its app can read the token from
 // a downward-API volume at its first start. The claim's mode comes from the pod's lock-mode
 // annotation, read once when the claim is created (a claim's mode is immutable).
 //
-// Granting, renewal and release stay with the lock's own pass (DistributedLockReconciler): a pod's claim is an ordinary
-// claim with holder.podName set, released when the pod dies and garbage-collected after it.
+// Granting, renewal and release stay with the lock's own pass (lockengine.Reconciler): a pod's
+// claim is an ordinary claim with holder.podName set, released when the pod dies and
+// garbage-collected after it.
 type PodLockReconciler struct {
 	client.Client
 	// Recorder emits events on the pod, where its owner looks first.

@@ -29,7 +29,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// A pod learns of its grant from the lock record, as lockctl does (DESIGN.md §3 Pods): the lock's
+// A pod learns of its grant from the lock record, as lockctl does (docs/design.md §3 Pods): the lock's
 // pass names the claim in its DistributedLock's status.holders, with the pod's UID and the token,
 // in the write that grants it, and writes the claim's Held status one write later. Lifting the
 // gate on the record saves that write's wait (about 20 ms of a gated pod's handoff on the bench).

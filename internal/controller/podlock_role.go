@@ -34,7 +34,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// The role label follows the hold (DESIGN.md §3, Standby pods): every pod with the lock
+// The role label follows the hold (docs/design.md §3, Standby pods): every pod with the lock
 // annotation carries locks.lockwarden.io/role, holder while its claim holds the lock and the pod
 // is not terminating, standby otherwise. A Service that selects role: holder then sends traffic
 // only to the holders, and an app reads its role from a downward-API file. The holder value is

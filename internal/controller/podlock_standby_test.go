@@ -31,7 +31,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// Standby pods (DESIGN.md §3): every replica runs, and the role label follows the hold. The
+// Standby pods (docs/design.md §3): every replica runs, and the role label follows the hold. The
 // suite runs no admission policy, so the pods start without a role and the controller labels
 // them; the chart's policy labels them standby at creation (charts/admission_test.go).
 

@@ -48,8 +48,8 @@ type Options struct {
 	// MaxConcurrentReconciles bounds how many locks are served at once (default 8) and parallel
 	// pod reconciles (default 4).
 	MaxConcurrentReconciles int
-	// Clock is the controller's clock, for the claim reconciler and the Renewer (default: the
-	// real clock; fault tests pass one they can step).
+	// Clock is the controller's clock, for the lock engine's passes, the Renewer and the session
+	// bridge (default: the real clock; fault tests pass one they can step).
 	Clock clock.Clock
 	// Guard, when set, is added to the manager and checked before every write only a leader
 	// may make, so that a leader that stalled past its lease acts no more (leaderguard).
@@ -72,9 +72,10 @@ type Options struct {
 	Queue fairqueue.Options
 }
 
-// Setup registers with mgr the lock engine (field indexes, Renewer, the lock reconciler), the
-// pod lock reconciler (pod annotations and scheduling gates), the workload, holder-eviction and
-// LockBackend reconcilers.
+// Setup registers with mgr the lock engine (field indexes, the Renewer, the session bridge, the
+// DistributedLock reconciler and its refresh lane), the pod lock reconciler (pod annotations,
+// scheduling gates, role labels), a workload lock reconciler per suspendable workload kind, and
+// the holder eviction and LockBackend reconcilers.
 func Setup(mgr manager.Manager, o Options) error {
 	if o.Namespace == "" {
 		return fmt.Errorf("controller.Options.Namespace is required: the namespace of the key ledger's Leases")

@@ -45,7 +45,7 @@ import (
 )
 
 // WorkloadLockReconciler serves workload objects of one kind that ask for a lock by annotation
-// (DESIGN.md §3 Workloads): a Job, a Tekton PipelineRun or an Argo Workflow annotated
+// (docs/design.md §3 Workloads): a Job, a Tekton PipelineRun or an Argo Workflow annotated
 // locks.lockwarden.io/lock gets a claim held by the object and owned by it, waits in its own
 // suspended state (a Job's spec.suspend, which the admission policy sets at creation), and is
 // resumed, with its fencing token, once the claim holds. The lock engine decides the rest: the

@@ -33,7 +33,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// The write budget of DESIGN.md §3, counted the way etcd sees it: every create, change or delete
+// The write budget of docs/design.md §3, counted the way etcd sees it: every create, change or delete
 // of an object is one watch event (a write that changes nothing bumps no resourceVersion).
 
 // writeTally counts writes per object, by kind, from watches started at a list's resourceVersion.

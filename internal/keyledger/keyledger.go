@@ -25,7 +25,7 @@ limitations under the License.
 // is the hold, so both would grant. The ledger makes one of them the owner: one Lease per (store,
 // key) in the controller's namespace, named after a hash of the two, created by the first lock
 // that uses the key. The store is the store's identity (registry.StoreOf), not the LockBackend's
-// name, so that every LockBackend reaching one store shares the rule (DESIGN §2). Creation is the
+// name, so that every LockBackend reaching one store shares the rule (docs/design.md §2). Creation is the
 // API server's compare-and-swap, so the first lock to get there wins even when both were created
 // at once; a later lock finds the Lease and reports the conflict. The Lease is deleted with its
 // lock, and a lock that finds it owned by a lock that no longer exists (its finalizer was removed

@@ -170,7 +170,7 @@ func TestAGoneOwnerIsTakenOver(t *testing.T) {
 const storeOfTwo = "redis/redis.infra.svc:6379/0"
 
 // TestTwoBackendsOfOneStoreShareTheKey: one key in one store has one owner, whichever
-// LockBackend each lock reaches it through (DESIGN §2). Keyed by LockBackend name, the ledger gave
+// LockBackend each lock reaches it through (docs/design.md §2). Keyed by LockBackend name, the ledger gave
 // the second lock the key too (issue 37, bug 4).
 func TestTwoBackendsOfOneStoreShareTheKey(t *testing.T) {
 	ctx := context.Background()

@@ -29,7 +29,7 @@ import (
 	"github.com/lockwarden/lockwarden/internal/intern"
 )
 
-// record is what the cache keeps of a Pod: what the controllers read (DESIGN.md §3 liveness,
+// record is what the cache keeps of a Pod: what the controllers read (docs/design.md §3 liveness,
 // the pod lock controller) and nothing else. Its identity and resourceVersion; its deletion, and
 // whether that is a foreground one (the foregroundDeletion finalizer: Kubernetes then deletes the
 // pod's claims while the pod still terminates, and its hold must last until the pod is gone); its

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package podliveness decides whether the pod a lock is held for is still alive, by the rules of
-// DESIGN.md §3: a holder is dead when its pod object is gone, when a pod of the same name has
+// docs/design.md §3: a holder is dead when its pod object is gone, when a pod of the same name has
 // another UID (the original was replaced), or when its phase is Succeeded or Failed. A terminating
 // pod still holds: its containers may still run. For a lock that sets holderNodeLossSeconds, a
 // holder is also dead once its node has been not Ready that long (CheckNode).

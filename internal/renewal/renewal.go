@@ -17,8 +17,9 @@ limitations under the License.
 // Package renewal keeps held locks alive. The Renewer runs on the controller leader and renews,
 // every sixth of a lease's TTL (Interval), every hold it tracks, in one batched Backend.Renew call
 // per backend and TTL, so that renewal costs a fixed number of backend round trips however many
-// locks are held. It tells the claim reconciler, through a callback, which
-// claims lost their lock; it never writes to the API itself.
+// locks are held. Through the callback given to New it tells the lock engine
+// (lockengine.Reconciler.NotifyLost) which claims lost their lock, so that each lock's pass ends
+// those holds; it never writes to the API itself.
 package renewal
 
 import (

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package workloads knows the workload kinds that can hold a lock (DESIGN.md §3 Workloads): which
+// Package workloads knows the workload kinds that can hold a lock (docs/design.md §3 Workloads): which
 // kinds an install watches, when an object of each has finished, and how each waits suspended
 // for its lock and is resumed. Its functions are pure: the lock engine judges holders with them,
 // and the workload controller asks them what to patch.

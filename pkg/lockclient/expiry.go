@@ -27,7 +27,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// A holder keeps a local deadline (DESIGN.md §3 Renewal). The controller renews holds on the
+// A holder keeps a local deadline (docs/design.md §3 Renewal). The controller renews holds on the
 // backend and writes each held claim's status.expireTime a little before it passes, never further
 // ahead than the backend confirmed; another claim can be granted only once the hold has expired on
 // the backend, which is no earlier than that expireTime. A holder that stops seeing its claim (the

@@ -22,7 +22,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// A waiter learns of its grant from the lock record (DESIGN.md §3 Pods): the controller names the
+// A waiter learns of its grant from the lock record (docs/design.md §3 Pods): the controller names the
 // claim in its DistributedLock's status.holders, by name and UID, with its token, in the write
 // that grants it, and writes the claim's own status (Held, Acquired) one write later. The record
 // names a claim only after the backend took the lock for it, and a deposed controller's record

@@ -38,7 +38,7 @@ import (
 )
 
 // Gated scenarios: claimants that behave like pods which wait for their lock before they are
-// scheduled (DESIGN.md §3, Waiting for a lock). Each creates a pod annotated with its lock and
+// scheduled (docs/design.md §3, Waiting for a lock). Each creates a pod annotated with its lock and
 // carrying lockwarden's scheduling gate, with no node; the controller makes its claim and lifts
 // the gate once the claim holds, and the real kube-scheduler binds the pod to one of the run's
 // Nodes. The claimant then plays the kubelet and the pod's process: it reads the fencing token

@@ -23,7 +23,7 @@ import (
 	"time"
 )
 
-// Gated pods (DESIGN.md §3, Waiting for a lock): a pod created with lockwarden's scheduling gate
+// Gated pods (docs/design.md §3, Waiting for a lock): a pod created with lockwarden's scheduling gate
 // is not scheduled until the controller lifts the gate, which it does once the pod's claim holds
 // the lock, writing the hold's fencing token on the pod in the same patch. What the user of the
 // gate relies on is that a pod runs only while it holds: two checkers judge it, one from the API

@@ -23,7 +23,7 @@ import (
 	"time"
 )
 
-// Jobs as holders (DESIGN.md §3 Workloads): a Job created suspended with the lock annotation gets
+// Jobs as holders (docs/design.md §3 Workloads): a Job created suspended with the lock annotation gets
 // a claim held by the Job, and the controller resumes it, with its fencing token, once the claim
 // holds. The checkers below judge the Jobs' history: a watch of the run's Jobs (when each was
 // seen resumed, and the write that finished or deleted it, each with its revision) beside the

@@ -40,7 +40,7 @@ import (
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 )
 
-// Jobs scenarios: claimants that behave like a CronJob's runs on one lock (DESIGN.md §3
+// Jobs scenarios: claimants that behave like a CronJob's runs on one lock (docs/design.md §3
 // Workloads). Each creates a Job annotated with its lock and spec.suspend: true (the harness plays
 // the admission policy that suspends such Jobs); the controller makes the Job's claim and, once it
 // holds, resumes the Job with its token. The harness has no Job controller, no kubelet and no

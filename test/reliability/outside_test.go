@@ -35,7 +35,7 @@ const outsideIdentity = "outside-client"
 var releaseIfOwner = goredis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 
 // outsideClient is a client outside lockwarden that holds a key on the same Redis with the
-// standard protocol (SET key value NX PX ttl), as Redisson or a script on a VM would. DESIGN.md
+// standard protocol (SET key value NX PX ttl), as Redisson or a script on a VM would. docs/design.md
 // §2 promises that lockwarden excludes it: no claim may be granted while it holds the key, and
 // nothing lockwarden does may free its key. It checks the second itself, by reading its key
 // every observePeriod while its lease runs.

@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-// Reentrancy (DESIGN.md §2, spec.holder.identity): a second claim of one pod on a lock its first
+// Reentrancy (docs/design.md §2, spec.holder.identity): a second claim of one pod on a lock its first
 // claim holds shares that hold and its token at once, and the lock stays held until the last of
 // them goes. A re-entry's claim is judged apart from the others (it overlaps its outer hold by
 // design, with the same token): by CheckReentries here, while every other checker judges the

@@ -24,7 +24,7 @@ import (
 	"time"
 )
 
-// The role label of Standby pods (DESIGN.md §3): the controller keeps locks.lockwarden.io/role at
+// The role label of Standby pods (docs/design.md §3): the controller keeps locks.lockwarden.io/role at
 // holder on the pods whose claim holds the lock and standby on the others, and a Service that
 // selects role: holder sends traffic to the holders alone. Two checkers judge it from watches of
 // the pods and of the lock records.

@@ -39,7 +39,7 @@ import (
 )
 
 // Standby scenarios: claimants that behave like the replicas of an active/passive Deployment
-// (DESIGN.md §3, Standby pods). Each creates a pod annotated with its lock and lock-wait: Standby
+// (docs/design.md §3, Standby pods). Each creates a pod annotated with its lock and lock-wait: Standby
 // on a Node of its own; the controller makes the pod's claim, and labels the pod holder while
 // the claim holds. A hold ends by the pod's deletion (at once, or gracefully: terminating for a
 // while before it is gone) or by its node's loss (Ready=Unknown while the claimant goes on

@@ -89,7 +89,7 @@ func (tl *KeyTimeline) Add(s KeyState) {
 
 // ViewGrace is the one mismatch the backend-view check allows: a claim may still show Held
 // while the backend key is already held by its successor (a later grant of the same lock) only
-// because the controller writes the backend first and the claim's end after it (DESIGN.md §3:
+// because the controller writes the backend first and the claim's end after it (docs/design.md §3:
 // release, grant, lock record, claims). The claim's end must then be observed within this bound
 // of the first moment the mismatch was seen; the bound covers the writes of one pass under the
 // harness's slowest link (300 ms each way on the leader's API link). A key held by anyone else (a

@@ -225,7 +225,7 @@ func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim,
 	if g.Evicted.IsZero() && meta.IsStatusConditionTrue(cl.Status.Conditions, locksv1alpha1.ConditionEvicted) {
 		g.Evicted = now
 	}
-	// A claim being deleted is released by its deletion (DESIGN.md §3, Release): the controller
+	// A claim being deleted is released by its deletion (docs/design.md §3, Release): the controller
 	// hands the lock on without writing its status again, and takes its finalizer off after.
 	gone := t == watch.Deleted || cl.DeletionTimestamp != nil
 	held := !gone && cl.Status.Phase == locksv1alpha1.ClaimHeld

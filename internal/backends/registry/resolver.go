@@ -61,7 +61,7 @@ type Use struct {
 	Session backends.Backend
 	Name    string
 	// Store is the identity of the store the backend reaches (StoreOf), which keys the
-	// key ledger: every LockBackend of one store shares its keys (DESIGN §2).
+	// key ledger: every LockBackend of one store shares its keys (docs/design.md §2).
 	Store     string
 	KeyPolicy locksv1alpha1.KeyPolicy
 }

@@ -38,7 +38,7 @@ const (
 )
 
 // StoreOf names the store that lb's locks live in (nil: the built-in backend), so that the key
-// ledger can tell one key in one store however many LockBackends reach it (DESIGN §2: two
+// ledger can tell one key in one store however many LockBackends reach it (docs/design.md §2: two
 // LockBackends that reach the same store share the KeyConflict rule). It reads only lb's spec,
 // never a Secret, and its result holds no secret value: it is written into ledger Lease
 // annotations.

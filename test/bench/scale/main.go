@@ -226,7 +226,7 @@ func slicesContains(s []string, v string) bool {
 
 // leaderTimings derives the managers' leader election timings: the lease asked for, else 0.4 of
 // the locks' lease (a crashed leader's successor must resume the holds before they run out:
-// DESIGN.md §3, Failure), at most client-go's default 15s; the renew deadline two thirds of it
+// docs/design.md §3, Failure), at most client-go's default 15s; the renew deadline two thirds of it
 // and the retry period a fifth, as client-go's defaults are proportioned (15s/10s/2s).
 func leaderTimings(asked, lockLease time.Duration) (lease, renew, retry time.Duration) {
 	lease = asked
