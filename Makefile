@@ -81,8 +81,10 @@ LINT_TAGS_ADDING ?= e2e,localcluster,bench,reliability
 
 .PHONY: lint
 lint: ## Run golangci-lint (.golangci.yml: staticcheck, unused, revive, govet, errcheck, ineffassign) over every package, tests and build-tagged files included; builds it into the cache if missing.
-	lint="$$(hack/k8s-binaries.sh golangci-lint-bin)"; \
-	"$$lint" run ./... && "$$lint" run --build-tags $(LINT_TAGS_ADDING) ./...
+	lint="$$(hack/k8s-binaries.sh golangci-lint-bin)"; failed=0; \
+	"$$lint" run ./... || failed=1; \
+	"$$lint" run --build-tags $(LINT_TAGS_ADDING) ./... || failed=1; \
+	exit $$failed
 
 .PHONY: verify
 verify: ## Regenerate everything and fail if the tree changed (generated files, gofmt, go.mod); run make lint.
