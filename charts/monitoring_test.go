@@ -121,7 +121,7 @@ func checkQuery(t *testing.T, where, expr string, exported map[string]series) pa
 				return nil
 			}
 			for _, m := range n.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					continue
 				}
 				if !s.labels[m.Name] {

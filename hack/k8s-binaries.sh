@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl), etcd, kwok/kwokctl and helm from the Go module proxy into a cache outside
+# kube-scheduler, kubectl), etcd, kwok/kwokctl, helm and golangci-lint from the Go module proxy into a cache outside
 # the repository, keyed by version. Idempotent (a finished build is never redone) and safe to run
 # concurrently (one flock per component; binaries are moved into place only when complete).
 #
-# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]
-#   all (default)      build whatever is missing
+# Usage: hack/k8s-binaries.sh [all|k8s|etcd|kwok|helm|helm-bin|golangci-lint|golangci-lint-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]
+#   all (default)      build whatever is missing (not golangci-lint, which no cluster needs)
 #   helm-bin           build only helm and print its path (for helm lint, which needs no cluster)
+#   golangci-lint-bin  build only golangci-lint and print its path (for make lint; a few minutes cold)
 #   envtest-dir        build what envtest needs and print the KUBEBUILDER_ASSETS directory
 #   bin-dir            build everything and print the directory holding all binaries
 #   clocked-apiserver  build the test-only kube-apiserver whose object timestamps a test can step
@@ -19,6 +20,7 @@ K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+GOLANGCI_LINT_VERSION="${GOLANGCI_LINT_VERSION:-v2.15.0}"
 CACHE="${LOCKWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockwarden}"
 
 k8s_dir="$CACHE/kubernetes-$K8S_VERSION"
@@ -26,6 +28,8 @@ etcd_dir="$CACHE/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/kwok-$KWOK_VERSION"
 # "-caps": built with the Kubernetes release that helm template assumes (see build_helm).
 helm_dir="$CACHE/helm-$HELM_VERSION-caps"
+# "-go1.26.8": golangci-lint must be built by a Go at least as new as the code it checks.
+golangci_lint_dir="$CACHE/golangci-lint-$GOLANGCI_LINT_VERSION-$(go env GOVERSION)"
 apiserver_dir="$CACHE/kube-apiserver-$K8S_VERSION"
 apiserver_assets_dir="$CACHE/assets-kube-apiserver-$K8S_VERSION-etcd-$ETCD_VERSION"
 clocked_dir="$CACHE/kube-apiserver-clocked-$K8S_VERSION-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/apiserver-clock/clock_offset.go.txt" | cut -c1-12)"
@@ -189,6 +193,17 @@ build_helm() {
   log "helm $HELM_VERSION built in $((SECONDS - started)) s"
 }
 
+build_golangci_lint() {
+  local started=$SECONDS work="$golangci_lint_dir.tmp"
+  log "building golangci-lint $GOLANGCI_LINT_VERSION (a few minutes on 2 cores when cold)"
+  rm -rf "$work" && mkdir -p "$work/out"
+  CGO_ENABLED=0 GOBIN="$work/out" go install -trimpath -ldflags "-s -w" \
+    "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+  rm -rf "$golangci_lint_dir" && mv "$work/out" "$golangci_lint_dir" && rm -rf "$work"
+  touch "$golangci_lint_dir/.done"
+  log "golangci-lint $GOLANGCI_LINT_VERSION built in $((SECONDS - started)) s"
+}
+
 # link_bin_dir: one directory with every binary, usable as KUBEBUILDER_ASSETS and on PATH.
 link_bin_dir() {
   mkdir -p "$bin_dir.tmp"
@@ -215,6 +230,8 @@ case "${1:-all}" in
   kwok) with_lock "$kwok_dir" build_kwok ;;
   helm) with_lock "$helm_dir" build_helm ;;
   helm-bin) with_lock "$helm_dir" build_helm; echo "$helm_dir/helm" ;;
+  golangci-lint) with_lock "$golangci_lint_dir" build_golangci_lint ;;
+  golangci-lint-bin) with_lock "$golangci_lint_dir" build_golangci_lint; echo "$golangci_lint_dir/golangci-lint" ;;
   envtest-dir | bin-dir) build_all; echo "$bin_dir" ;;
   clocked-apiserver) with_lock "$clocked_dir" build_clocked_apiserver; echo "$clocked_dir/kube-apiserver" ;;
   apiserver-dir)
@@ -223,5 +240,5 @@ case "${1:-all}" in
     with_lock "$apiserver_assets_dir" link_apiserver_assets
     echo "$apiserver_assets_dir"
     ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|helm-bin|golangci-lint|golangci-lint-bin|envtest-dir|bin-dir|clocked-apiserver|apiserver-dir]" >&2; exit 2 ;;
 esac

@@ -4,8 +4,9 @@
 # hack/chartgen writes, the Helm chart's copies of the CRDs and RBAC rules, and, from the comments in
 # charts/lockwarden/values.yaml, the chart's values.schema.json and README.md and the values table in
 # docs/install.md.
-# Also checks gofmt, go.mod/go.sum tidiness, and that the chart's appVersion is the release in
-# VERSION (hack/verify-version.sh).
+# Also checks gofmt, go.mod/go.sum tidiness, that the chart's appVersion is the release in
+# VERSION (hack/verify-version.sh), and runs make lint (golangci-lint, .golangci.yml; built into the
+# cache outside the repository the first time).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -40,5 +41,11 @@ if ! hack/verify-version.sh; then
   failed=1
 fi
 
-if [[ $failed -eq 0 ]]; then echo "verify: generated files, formatting, go.mod and the chart's appVersion are up to date"; fi
+if ! make --no-print-directory lint; then
+  echo "verify: golangci-lint found problems (above; .golangci.yml; run make lint): fix them, or for a" >&2
+  echo "  false positive add //nolint:<linter> // <why>" >&2
+  failed=1
+fi
+
+if [[ $failed -eq 0 ]]; then echo "verify: generated files, formatting, go.mod and the chart's appVersion are up to date; lint is clean"; fi
 exit $failed

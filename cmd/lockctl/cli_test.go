@@ -335,7 +335,7 @@ func TestSuperviseStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 			lostErr := &lockclient.Error{Kind: lockclient.ErrLost, Detail: "lost"}
 			start := time.Now()
 			child := &target{pid: cmd.Process.Pid, ownGroup: true, foreground: func() bool { return false }}
-			code, err := supervise(cmd, child, nil, 300*time.Millisecond, func(ctx context.Context) error {
+			code, err := supervise(cmd, child, nil, 300*time.Millisecond, func(context.Context) error {
 				time.Sleep(100 * time.Millisecond)
 				return lostErr
 			})

@@ -62,7 +62,7 @@ var _ = Describe("lockctl --mode on a lock of several places", func() {
 			And(HaveField("Pod", "report-1"), HaveField("Mode", locksv1alpha1.LockModeShared), HaveField("ExpireTime", Not(BeNil()))),
 			And(HaveField("Pod", "report-2"), HaveField("Mode", locksv1alpha1.LockModeShared), HaveField("ExpireTime", Not(BeNil())))))
 		Expect(st.Holders[1].FencingToken).To(BeNumerically(">", st.Holders[0].FencingToken))
-		Expect(st.Holder.Pod).To(Equal("report-1"), "holder, the first holder, is kept for older scripts")
+		Expect(st.Holder.Pod).To(Equal("report-1"), "holder, the first holder, is kept for older scripts") //nolint:staticcheck // SA1019: the deprecated holder field is checked on purpose
 		Expect(st.Queue).To(ConsistOf(And(HaveField("Pod", "migrate"), HaveField("Mode", locksv1alpha1.LockModeExclusive))))
 		code, stdout, _ = run(nil, "status", "reports", "-n", ns)
 		Expect(code).To(Equal(exitOK))

@@ -107,8 +107,8 @@ func TestOutdatedCatchesEdits(t *testing.T) {
 	}
 }
 
-// edit replaces old, which must occur in the file, with new.
-func edit(t *testing.T, path, old, new string) {
+// edit replaces old, which must occur in the file, with repl.
+func edit(t *testing.T, path, old, repl string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -117,7 +117,7 @@ func edit(t *testing.T, path, old, new string) {
 	if !bytes.Contains(b, []byte(old)) {
 		t.Fatalf("%s does not contain %q", path, old)
 	}
-	if err := os.WriteFile(path, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+	if err := os.WriteFile(path, bytes.Replace(b, []byte(old), []byte(repl), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -66,7 +66,7 @@ type Options struct {
 	SeriesWindow time.Duration
 }
 
-// DefaultOptions: ten events a second with bursts of a hundred, a thousand waiting. A thousand
+// DefaultOptions are ten events a second with bursts of a hundred, a thousand waiting. A thousand
 // events take about 2 MB.
 var DefaultOptions = Options{QPS: 10, Burst: 100, Queue: 1000, WriteTimeout: 10 * time.Second,
 	Recent: 1024, SeriesWindow: 6 * time.Minute}

@@ -52,8 +52,8 @@ type recentEvents struct {
 	byKey map[sameEvent]*list.Element
 }
 
-func newRecentEvents(max int) *recentEvents {
-	return &recentEvents{max: max, order: list.New(), byKey: map[sameEvent]*list.Element{}}
+func newRecentEvents(limit int) *recentEvents {
+	return &recentEvents{max: limit, order: list.New(), byKey: map[sameEvent]*list.Element{}}
 }
 
 // observe decides how to write event: as itself, or, when it repeats a remembered event last

@@ -37,15 +37,15 @@ import (
 type State int
 
 const (
-	// Alive: the Lease changed less than its duration ago.
+	// Alive means the Lease changed less than its duration ago.
 	Alive State = iota
-	// Missing: the Lease does not exist and was never seen (it may not have been created yet).
+	// Missing means the Lease does not exist and was never seen (it may not have been created yet).
 	Missing
-	// Invalid: the Lease cannot be judged: it has no spec.leaseDurationSeconds.
+	// Invalid means the Lease cannot be judged: it has no spec.leaseDurationSeconds.
 	Invalid
-	// Deleted: the Lease was seen, and is gone.
+	// Deleted means the Lease was seen, and is gone.
 	Deleted
-	// Expired: the Lease was not seen to change for its duration.
+	// Expired means the Lease was not seen to change for its duration.
 	Expired
 )
 

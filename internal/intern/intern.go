@@ -36,9 +36,9 @@ type Table struct {
 	strings map[string]string
 }
 
-// New returns a table that keeps at most max distinct strings.
-func New(max int) *Table {
-	return &Table{max: max, strings: make(map[string]string)}
+// New returns a table that keeps at most limit distinct strings.
+func New(limit int) *Table {
+	return &Table{max: limit, strings: make(map[string]string)}
 }
 
 // String returns the table's copy of s, keeping s as that copy if it is new and the table has

@@ -63,14 +63,15 @@ const (
 	LedgerLabel = "locks.lockwarden.io/key-ledger"
 	// OwnerLabel is the owner lock's UID, by which the lock's end finds every Lease it owns.
 	OwnerLabel = "locks.lockwarden.io/key-ledger-owner"
-	// BackendAnnotation, StoreAnnotation, KeyAnnotation and LockAnnotation say, for people, which
-	// LockBackend the owner reaches the store through, which store (registry.StoreOf) and key a
-	// ledger Lease is for, and which lock (namespace/name) owns it; the owner's UID is the Lease's
-	// holderIdentity.
+	// BackendAnnotation says, for people, which LockBackend the owner of a ledger Lease reaches
+	// the store through. The owner's UID is the Lease's holderIdentity.
 	BackendAnnotation = "locks.lockwarden.io/backend"
-	StoreAnnotation   = "locks.lockwarden.io/store"
-	KeyAnnotation     = "locks.lockwarden.io/key"
-	LockAnnotation    = "locks.lockwarden.io/lock"
+	// StoreAnnotation says, for people, which store (registry.StoreOf) a ledger Lease is for.
+	StoreAnnotation = "locks.lockwarden.io/store"
+	// KeyAnnotation says, for people, which key a ledger Lease is for.
+	KeyAnnotation = "locks.lockwarden.io/key"
+	// LockAnnotation says, for people, which lock (namespace/name) owns a ledger Lease.
+	LockAnnotation = "locks.lockwarden.io/lock"
 )
 
 // maxAttempts bounds the retries of one Take when other writers keep changing the Lease.

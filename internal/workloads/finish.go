@@ -46,11 +46,11 @@ const (
 type Outcome int
 
 const (
-	// Running: the object has not finished (or its kind ends only by deletion).
+	// Running means the object has not finished (or its kind ends only by deletion).
 	Running Outcome = iota
-	// Succeeded: it finished as it meant to.
+	// Succeeded means it finished as it meant to.
 	Succeeded
-	// Failed: it finished otherwise: failed, cancelled, timed out.
+	// Failed means it finished otherwise: failed, cancelled, timed out.
 	Failed
 )
 

@@ -77,11 +77,6 @@ func WithClockSkew(d time.Duration) ClientOption {
 	return func(c *Client) { c.skew = max(d, 0) }
 }
 
-// withClock sets the clock holds keep their deadline by (tests).
-func withClock(clk clock.Clock) ClientOption {
-	return func(c *Client) { c.clock = clk }
-}
-
 // bound is one of the things a hold's local deadline is the earliest of.
 type bound int
 

@@ -121,7 +121,7 @@ func TestLockStatusOfAMutexAndOfAFreeLock(t *testing.T) {
 	// in status.holder.
 	lock := &locksv1alpha1.DistributedLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
-		Status: locksv1alpha1.DistributedLockStatus{FencingToken: 4, Holder: &locksv1alpha1.LockHolder{
+		Status: locksv1alpha1.DistributedLockStatus{FencingToken: 4, Holder: &locksv1alpha1.LockHolder{ //nolint:staticcheck // SA1019: an old status, on purpose
 			Claim: "a", Identity: "id-a", FencingToken: 4, AcquireTime: metav1.NewMicroTime(granted)}},
 	}
 	waiter := locksv1alpha1.LockClaim{

@@ -227,8 +227,7 @@ func (b *bench) noisyChurn(t *testing.T, ctx context.Context, ns string, locks, 
 	for l := range locks {
 		jobs <- name(l, 0)
 	}
-	start := time.Now()
-	var end time.Time
+	var start, end time.Time
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

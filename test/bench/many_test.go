@@ -58,8 +58,7 @@ func (b *bench) manyLocks(t *testing.T, ctx context.Context, locks, perLock int)
 	held, name := b.queueMany(t, ctx, ns, locks, perLock)
 
 	type job struct {
-		name  string
-		since time.Time
+		name string
 	}
 	deletes := make(chan job, locks*perLock)
 	deletedAt := map[string]time.Time{} // holder deleted → its lock's next claim, by next claim's name

@@ -90,11 +90,11 @@ func applyWorkloadSample(ns, file string) []*unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
 		u.SetNamespace(ns)
-		if err := k8sClient.Create(ctx(), u); apierrors.IsAlreadyExists(err) {
+		err := k8sClient.Create(ctx(), u)
+		if apierrors.IsAlreadyExists(err) {
 			continue
-		} else {
-			Expect(err).NotTo(HaveOccurred(), "%s: %s %s", file, u.GetKind(), u.GetName())
 		}
+		Expect(err).NotTo(HaveOccurred(), "%s: %s %s", file, u.GetKind(), u.GetName())
 		if _, asks := u.GetAnnotations()[locksv1alpha1.PodLockAnnotation]; asks {
 			runs = append(runs, u)
 		}

@@ -279,7 +279,6 @@ type manager struct {
 	// failpoint is the file that arms a pause point (internal/failpoint) and tells where the
 	// manager stopped.
 	failpoint string
-	runID     int // bumped by every (re)start
 
 	mu       sync.Mutex
 	down     bool      // a fault killed it; the fault's heal restarts it

@@ -715,7 +715,7 @@ func (cl *claimant) writeUntilEnded(rec *claimRec, stop <-chan struct{}, write f
 // after a newer holder has written (the register accepted a higher token), which fencing must
 // reject. The harness uses what it saw only to time those writes; the claimant does not stop
 // writing because of it. It waits for the newer holder at most 4×TTL, or until the drain.
-func (cl *claimant) zombie(rec *claimRec, name string, token int64, write func()) {
+func (cl *claimant) zombie(rec *claimRec, _ string, token int64, write func()) {
 	select {
 	case <-rec.ended:
 	default:

@@ -241,7 +241,7 @@ func (s *suite) mutualExclusion(t *testing.T) {
 	}
 	// The session does not matter, the identity does.
 	_, err = s1.TryAcquire(ctx, k, b, holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 
 	expectHolder(t, ctx, s2, k, a)
 	// Other keys are independent.
@@ -262,7 +262,7 @@ func (s *suite) reentrancy(t *testing.T) {
 	g.Expect(again.AcquireTime).To(gomega.BeTemporally("==", first.AcquireTime), "a reentrant acquire continues the hold")
 
 	_, err := b.TryAcquire(ctx, k, s.identity("b"), holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 }
 
 // A new session (a restarted controller) takes up a hold of the same identity with TryAcquire.
@@ -280,7 +280,7 @@ func (s *suite) resumeByTryAcquire(t *testing.T) {
 	g.Expect(resumed.ExpireTime).To(gomega.BeTemporally(">", first.ExpireTime))
 
 	_, err := restarted.TryAcquire(ctx, k, s.identity("b"), holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 	expectHolder(t, ctx, old, k, a)
 
 	renewed, lost, err := restarted.Renew(ctx, []backends.Lease{resumed}, holdTTL)
@@ -311,7 +311,7 @@ func (s *suite) resumeByRenew(t *testing.T) {
 	got := expectHolder(t, ctx, restarted, k, a)
 	g.Expect(got.ExpireTime).To(gomega.BeTemporally("~", renewed[0].ExpireTime, time.Second))
 	_, err = old.TryAcquire(ctx, k, s.identity("b"), holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 }
 
 // Releasing as another identity fails and leaves the holder alone.
@@ -332,7 +332,7 @@ func (s *suite) ownerCheckedRelease(t *testing.T) {
 		g.Expect(got.Version).To(gomega.Equal(held.Version), "a refused release leaves the hold untouched")
 	}
 	_, err := s2.TryAcquire(ctx, k, b, holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 
 	// The holder's identity may release from any session.
 	g.Expect(s2.Release(ctx, held)).To(gomega.Succeed())
@@ -374,7 +374,7 @@ func (s *suite) expiryWithoutRenewal(t *testing.T) {
 
 	la := acquire(t, ctx, s1, k, a, s.h.TTL)
 	_, err := s2.TryAcquire(ctx, k, b, holdTTL)
-	expectLocked(t, err, k, a)
+	_ = expectLocked(t, err, k, a)
 
 	s.waitForExpiry()
 	expectFree(t, ctx, s2, k)
@@ -541,7 +541,7 @@ func (s *suite) concurrency(t *testing.T) {
 		g.Expect(winners).To(gomega.HaveLen(1), "exactly one racer wins; errors: %v", errs)
 		for _, err := range errs {
 			if err != nil {
-				expectLocked(t, err, k, winners[0])
+				_ = expectLocked(t, err, k, winners[0])
 			}
 		}
 		expectHolder(t, ctx, sessions[0], k, winners[0])

@@ -65,11 +65,11 @@ func (s *suite) sharer(t *testing.T) (backends.Backend, backends.Sharer) {
 }
 
 // acquireShared takes a place of key for identity and checks the lease it gets.
-func acquireShared(t *testing.T, sh backends.Sharer, key, identity string, ttl time.Duration, max int) backends.Lease {
+func acquireShared(t *testing.T, sh backends.Sharer, key, identity string, ttl time.Duration, places int) backends.Lease {
 	t.Helper()
 	g := gomega.NewWithT(t)
-	l, err := sh.TryAcquireShared(t.Context(), key, identity, ttl, max)
-	g.Expect(err).NotTo(gomega.HaveOccurred(), "TryAcquireShared(%q, %q, %d places)", key, identity, max)
+	l, err := sh.TryAcquireShared(t.Context(), key, identity, ttl, places)
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "TryAcquireShared(%q, %q, %d places)", key, identity, places)
 	g.Expect(l.Key).To(gomega.Equal(key))
 	g.Expect(l.Identity).To(gomega.Equal(identity))
 	g.Expect(l.Shared).To(gomega.BeTrue(), "a place's Lease is Shared")

@@ -185,6 +185,7 @@ func (b *Backend) observe(ctx context.Context, key string) (*coordinationv1.Leas
 		return nil, time.Time{}, err
 	}
 	if got := lock.Annotations[KeyAnnotation]; got != key {
+		//nolint:staticcheck // ST1005: Lease is the Kubernetes kind's name, capitalised as kubectl prints it.
 		return nil, time.Time{}, fmt.Errorf("Lease %s/%s is not the lock of this key (its %s annotation is %q); delete it if nothing else owns it",
 			b.namespace, lock.Name, KeyAnnotation, got)
 	}

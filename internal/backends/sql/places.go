@@ -367,12 +367,6 @@ func (b *Backend) txExec(ctx context.Context, tx *dbsql.Tx, query string, args .
 	return tx.ExecContext(ctx, query, args...)
 }
 
-// txQueryRow sends one statement of a transaction that returns at most one row.
-func (b *Backend) txQueryRow(ctx context.Context, tx *dbsql.Tx, query string, args ...any) *dbsql.Row {
-	b.statements.Add(1)
-	return tx.QueryRowContext(ctx, query, args...)
-}
-
 // liveHolders lists the holds among one key's rows as Holders reports them: the live exclusive
 // hold alone if there is one, else the live places by identity (an empty list, not nil, when
 // there is neither). Expired rows hold nothing, and neither does the places marker.

@@ -45,7 +45,7 @@ func (b *Backend) TryAcquire(ctx context.Context, key, identity string, ttl time
 	path := b.nodePath(key)
 	op := "acquiring " + strconv.Quote(key)
 	var prev *zk.Stat
-	guard := int32(-1)
+	var guard int32
 	read := false // the first attempt creates the node without reading it
 	for range attempts {
 		now := b.clock.Now()

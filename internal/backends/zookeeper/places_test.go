@@ -167,6 +167,7 @@ func TestPlanShared(t *testing.T) {
 func TestHoldID(t *testing.T) {
 	lock := func(id string) backends.Lease { return backends.Lease{Key: "k", Identity: id} }
 	place := func(id string) backends.Lease { return backends.Lease{Key: "k", Identity: id, Shared: true} }
+	again := place("a") // a second lease of one identity's place, made apart from the first
 	switch {
 	case holdID(lock("a")) != holdID(lock("b")):
 		t.Error("two identities' leases of one lock are two holds")
@@ -174,7 +175,7 @@ func TestHoldID(t *testing.T) {
 		t.Error("two identities' places are one hold")
 	case holdID(place("a")) == holdID(lock("a")):
 		t.Error("a place and the lock are one hold")
-	case holdID(place("a")) != holdID(place("a")):
+	case holdID(place("a")) != holdID(again):
 		t.Error("one identity's place is two holds")
 	}
 }

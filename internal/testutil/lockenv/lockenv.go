@@ -270,7 +270,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		registry.WithSecrets(registry.NamespacedSecrets{Reader: mgr.GetAPIReader(), Namespace: o.Namespace}),
 		registry.WithWrapper(m.Instrument),
 	}, o.Registry...)
-	var setupMgr manager.Manager = mgr
+	setupMgr := mgr
 	if o.ControllersStartAfter > 0 {
 		setupMgr = lateControllers{Manager: mgr, after: o.ControllersStartAfter}
 	}

@@ -266,21 +266,21 @@ func DialTCP(ctx context.Context, addr string) error {
 	return c.Close()
 }
 
-// LogTail returns the last max bytes of the server's log, headed by its path, for failure
+// LogTail returns the last n bytes of the server's log, headed by its path, for failure
 // messages; empty when the log is empty or unreadable.
-func (p *Process) LogTail(max int) string {
-	return FileTail(p.spec.LogFile, max)
+func (p *Process) LogTail(n int) string {
+	return FileTail(p.spec.LogFile, n)
 }
 
-// FileTail returns the last max bytes of a file, headed by its path; empty when the file is
+// FileTail returns the last n bytes of a file, headed by its path; empty when the file is
 // empty or unreadable.
-func FileTail(path string, max int) string {
+func FileTail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil || len(data) == 0 {
 		return ""
 	}
-	if len(data) > max {
-		data = data[len(data)-max:]
+	if len(data) > n {
+		data = data[len(data)-n:]
 	}
 	return fmt.Sprintf("--- %s ---\n%s\n", path, data)
 }

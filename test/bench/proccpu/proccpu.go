@@ -155,7 +155,7 @@ func Between(a, b Snapshot, ncpu int) Usage {
 	return u
 }
 
-// cell renders the usage in one line: the machine first, then each process, busiest first.
+// Cell renders the usage in one line: the machine first, then each process, busiest first.
 func (u Usage) Cell() string {
 	if u.Window <= 0 {
 		return "not measured"

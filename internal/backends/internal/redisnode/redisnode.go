@@ -373,7 +373,7 @@ func (n *Node) Renew(ctx context.Context, claims []Claim, ttl time.Duration) ([]
 	return renewals, nil
 }
 
-// Settle, in one pipeline, takes every exclusive claim in take whose key is free (as Acquire,
+// Settle takes, in one pipeline, every exclusive claim in take whose key is free (as Acquire,
 // keeping the claim's record) and releases every claim in drop whose identity holds its key or
 // its place (as Release and ReleaseShared). The redlock backend uses it to restore a lock on
 // nodes that lost it while a quorum still held it, and to remove what is left of a lock or a
