@@ -94,7 +94,7 @@ func (r *Reconciler) readLock(ctx context.Context, name types.NamespacedName) (*
 	s.lock, s.readLock = lock, lock.DeepCopy()
 	// A lock last written before shared locks records its holder in status.holder: the pass
 	// moves it into status.holders, and its write clears the old field.
-	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil
+	s.lock.Status.Holders, s.lock.Status.Holder = s.lock.Status.CurrentHolders(), nil //nolint:staticcheck // SA1019: the old field is cleared here, once, by design
 	s.use.ttl = time.Duration(lock.Spec.LeaseDurationSeconds) * time.Second
 	return s, nil
 }

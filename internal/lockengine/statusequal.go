@@ -62,7 +62,7 @@ func sameMicroTime(a, b *metav1.MicroTime) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.UTC() == b.UTC()
+	return a.UTC() == b.UTC() //nolint:staticcheck // QF1009: equality.Semantic's own MicroTime rule, which this mirrors (TestSameClaimStatusAgreesWithSemantic)
 }
 
 // sameConditions compares condition lists in order; nil and empty are the same, as for

@@ -192,7 +192,7 @@ func TestStepResume(t *testing.T) {
 		{name: "the backend is unusable, the hold not expired", undecided: true,
 			fault: func(_ *stepEnv, s *lockScope) { s.use.session = nil }},
 		{name: "the backend is unusable past the hold's expiry", lost: "could renew it",
-			fault: func(e *stepEnv, s *lockScope) {
+			fault: func(_ *stepEnv, s *lockScope) {
 				s.use.session = nil
 				s.now = s.now.Add(time.Hour)
 			}},

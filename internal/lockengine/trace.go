@@ -22,15 +22,16 @@ import "k8s.io/apimachinery/pkg/types"
 type TracePoint int
 
 const (
-	// TraceClaimEvent: a watch event of claim queued a pass of the lock.
+	// TraceClaimEvent is a watch event of claim that queued a pass of the lock.
 	TraceClaimEvent TracePoint = iota
-	// TracePassStart: a pass of the lock began (it holds the lock's pass lock).
+	// TracePassStart is the start of a pass of the lock (it holds the lock's pass lock).
 	TracePassStart
-	// TraceRecordWriting: the pass is about to send the lock record naming claim as a new holder.
+	// TraceRecordWriting is the moment before the pass sends the lock record naming claim as a
+	// new holder.
 	TraceRecordWriting
-	// TraceRecordWritten: the lock record naming claim as a new holder was written.
+	// TraceRecordWritten is the moment the lock record naming claim as a new holder was written.
 	TraceRecordWritten
-	// TraceClaimWritten: claim's status was written.
+	// TraceClaimWritten is the moment claim's status was written.
 	TraceClaimWritten
 )
 
