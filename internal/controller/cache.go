@@ -47,8 +47,8 @@ import (
 // API server, never from the cache. Every Node is cached (holders' nodes, holderNodeLossSeconds),
 // each reduced to its name and Ready condition: a few hundred bytes a node, whatever images
 // and addresses it lists. Every object of the listed workload kinds is cached, each reduced to
-// what says whether it waits suspended and how far it has run (trimWorkload): a Job's pod
-// template or a PipelineRun's inline pipeline can be large. kinds must be the ones the
+// the fields its kind's rules read (trimWorkload): a Job's pod template or a PipelineRun's inline
+// pipeline can be large. kinds must be the ones the
 // controllers are set up with (Options.Workloads).
 func CacheOptions(kinds *workloads.Registry) cache.Options {
 	strs := intern.New(maxInternedClaimStrings)
@@ -60,7 +60,7 @@ func CacheOptions(kinds *workloads.Registry) cache.Options {
 	for _, k := range kinds.Kinds() {
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(k.GVK)
-		byObject[obj] = cache.ByObject{Transform: trimWorkload}
+		byObject[obj] = cache.ByObject{Transform: func(obj any) (any, error) { return trimWorkload(k, obj) }}
 	}
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject}
 }
@@ -203,14 +203,13 @@ func trimNode(obj any) (any, error) {
 	}, nil
 }
 
-// trimWorkload keeps of a workload object what the lock engine and the workload controller read:
-// its identity, resourceVersion, creation and deletion (and whether it is a foreground one), owners,
-// its lockwarden annotations, the
-// fields of its suspended state (spec.suspend of a Job or Workflow, spec.status of a
-// PipelineRun), and the status that says how far it has run (conditions' type, status and
-// reason; phase; startTime). Like a trimmed Pod, a trimmed object is only ever patched with a
-// patch that names what it changes, never updated.
-func trimWorkload(obj any) (any, error) {
+// trimWorkload keeps of a workload object, of kind k, what the lock engine and the workload
+// controller read: its identity, resourceVersion, creation and deletion (and whether it is a
+// foreground one), owners, its lockwarden annotations, and the fields that the rules of
+// internal/workloads read of an object of its kind (k.Fields: its suspended state, its service
+// account, the status that says how far it has run), no more. Like a trimmed Pod, a trimmed object
+// is only ever patched with a patch that names what it changes, never updated.
+func trimWorkload(k workloads.Kind, obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -231,35 +230,50 @@ func trimWorkload(obj any) (any, error) {
 		// until the object is gone.
 		trimmed.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
 	}
-	var annotations map[string]string
-	for k, v := range u.GetAnnotations() {
-		if strings.HasPrefix(k, lockAnnotationPrefix) {
-			if annotations == nil {
-				annotations = map[string]string{}
-			}
-			annotations[k] = v
-		}
-	}
-	trimmed.SetAnnotations(annotations)
-	for _, path := range [][]string{{"spec", "suspend"}, {"spec", "status"}, {"status", "phase"}, {"status", "startTime"}} {
-		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found {
-			_ = unstructured.SetNestedField(trimmed.Object, runtime.DeepCopyJSONValue(v), path...)
-		}
-	}
-	if conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
-		kept := make([]any, 0, len(conds))
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok {
-				c := map[string]any{}
-				for _, f := range []string{"type", "status", "reason"} {
-					if v, ok := m[f].(string); ok {
-						c[f] = v
-					}
-				}
-				kept = append(kept, c)
-			}
-		}
-		_ = unstructured.SetNestedSlice(trimmed.Object, kept, "status", "conditions")
+	trimmed.SetAnnotations(lockAnnotations(u.GetAnnotations()))
+	for _, f := range k.Fields() {
+		keepField(trimmed.Object, u.Object, f)
 	}
 	return trimmed, nil
+}
+
+// lockAnnotations are the lockwarden annotations of annotations; nil when there are none.
+func lockAnnotations(annotations map[string]string) map[string]string {
+	var kept map[string]string
+	for k, v := range annotations {
+		if strings.HasPrefix(k, lockAnnotationPrefix) {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	return kept
+}
+
+// keepField copies field f from the object src into dst: all of its value or, for a list of
+// objects with f.Keys, only those keys of each item.
+func keepField(dst, src map[string]any, f workloads.Field) {
+	v, found, _ := unstructured.NestedFieldNoCopy(src, f.Path...)
+	if !found {
+		return
+	}
+	items, isList := v.([]any)
+	if len(f.Keys) == 0 || !isList {
+		_ = unstructured.SetNestedField(dst, runtime.DeepCopyJSONValue(v), f.Path...)
+		return
+	}
+	kept := make([]any, 0, len(items))
+	for _, item := range items {
+		if m, ok := item.(map[string]any); ok {
+			c := map[string]any{}
+			for _, key := range f.Keys {
+				if v, ok := m[key]; ok {
+					c[key] = runtime.DeepCopyJSONValue(v)
+				}
+			}
+			kept = append(kept, c)
+		}
+	}
+	_ = unstructured.SetNestedField(dst, kept, f.Path...)
 }

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -36,6 +37,7 @@ import (
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
 	"github.com/lockwarden/lockwarden/internal/intern"
+	"github.com/lockwarden/lockwarden/internal/workloads"
 )
 
 func TestManagerCacheRefusesPods(t *testing.T) {
@@ -182,6 +184,7 @@ func TestTrimNode(t *testing.T) {
 
 func TestTrimWorkload(t *testing.T) {
 	g := NewWithT(t)
+	job := watchedKinds(t, workloads.DefaultKinds)[0]
 	full := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "batch/v1",
 		"kind":       "Job",
@@ -198,7 +201,8 @@ func TestTrimWorkload(t *testing.T) {
 		},
 		"spec": map[string]any{
 			"suspend": true, "parallelism": int64(2),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "migrate"}}}},
+			"template": map[string]any{"spec": map[string]any{"serviceAccountName": "migrator",
+				"containers": []any{map[string]any{"name": "main", "image": "migrate"}}}},
 		},
 		"status": map[string]any{
 			"startTime": "2026-12-04T10:00:01Z", "active": int64(2),
@@ -206,7 +210,7 @@ func TestTrimWorkload(t *testing.T) {
 				"message": "Reached expected number of succeeded pods", "lastProbeTime": "2026-12-04T10:05:00Z"}},
 		},
 	}}
-	out, err := trimWorkload(full)
+	out, err := trimWorkload(job, full)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.(*unstructured.Unstructured).Object).To(Equal(map[string]any{
 		"apiVersion": "batch/v1",
@@ -218,15 +222,146 @@ func TestTrimWorkload(t *testing.T) {
 			"ownerReferences":   []any{map[string]any{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c1"}},
 			"finalizers":        []any{metav1.FinalizerDeleteDependents},
 		},
-		"spec": map[string]any{"suspend": true},
+		"spec": map[string]any{"suspend": true, "template": map[string]any{"spec": map[string]any{"serviceAccountName": "migrator"}}},
 		"status": map[string]any{
-			"startTime":  "2026-12-04T10:00:01Z",
 			"conditions": []any{map[string]any{"type": "Complete", "status": "True", "reason": "CompletionsReached"}},
 		},
 	}))
 
 	tombstone := toolscache.DeletedFinalStateUnknown{Key: "apps/migrate", Obj: full}
-	kept, err := trimWorkload(tombstone)
+	kept, err := trimWorkload(job, tombstone)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kept).To(Equal(tombstone), "a tombstone is left as it is")
+}
+
+// watchedKinds are the workload kinds of a --workload-kinds list.
+func watchedKinds(t *testing.T, list string) []workloads.Kind {
+	t.Helper()
+	r, err := workloads.Parse(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Kinds()
+}
+
+// ruleAnswers is what every rule of internal/workloads answers about one object: the lock engine
+// and the workload controller ask them of the cached (trimmed) object.
+type ruleAnswers struct {
+	Outcome          workloads.Outcome
+	Why              string
+	Check, Replaced  string
+	Alive, Completed bool
+	Suspended        bool
+	ServiceAccount   string
+}
+
+func answersOf(k workloads.Kind, obj *unstructured.Unstructured) ruleAnswers {
+	var a ruleAnswers
+	a.Outcome, a.Why = workloads.Finished(k, obj)
+	v := workloads.Check(k, obj, obj.GetName(), obj.GetUID())
+	a.Check, a.Alive, a.Completed = v.Reason, v.Alive, v.Completed
+	a.Replaced = workloads.Check(k, obj, obj.GetName(), "an-earlier-uid").Reason
+	a.Suspended = workloads.Suspended(k, obj)
+	a.ServiceAccount = k.ServiceAccount(obj)
+	return a
+}
+
+// TestTrimmedWorkloadsGiveTheRulesTheSameAnswers ties the cache's trim to the rules: for every
+// kind, an object trimmed as the manager's cache keeps it gets the same answer from every rule of
+// internal/workloads as the whole object does, across suspended and running objects, finished
+// and not, with and without a service account; and the trim keeps nothing of spec and status but
+// the kind's Fields.
+func TestTrimmedWorkloadsGiveTheRulesTheSameAnswers(t *testing.T) {
+	specs := []map[string]any{
+		{},
+		{"suspend": true},
+		{"suspend": false},
+		{"status": "PipelineRunPending"},
+		{"status": "Cancelled"},
+		{"serviceAccountName": "wf", "taskRunTemplate": map[string]any{"serviceAccountName": "tekton", "podTemplate": map[string]any{"x": "y"}},
+			"template": map[string]any{"spec": map[string]any{"serviceAccountName": "job", "containers": []any{map[string]any{"name": "main"}}}}},
+	}
+	condition := func(typ, status, reason string) map[string]any {
+		return map[string]any{"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True"},
+			map[string]any{"type": typ, "status": status, "reason": reason, "message": "what happened", "lastTransitionTime": "2026-12-04T10:00:00Z"},
+		}}
+	}
+	statuses := []map[string]any{
+		{},
+		condition("Complete", "True", "CompletionsReached"),
+		condition("Failed", "True", "BackoffLimitExceeded"),
+		condition("SuccessCriteriaMet", "True", ""),
+		condition("Succeeded", "True", "Succeeded"),
+		condition("Succeeded", "False", "Cancelled"),
+		condition("Succeeded", "Unknown", "Running"),
+		{"phase": "Running"}, {"phase": "Succeeded"}, {"phase": "Failed"}, {"phase": "Error"},
+	}
+	for _, k := range watchedKinds(t, "batch/v1/Job,tekton.dev/v1/PipelineRun,tekton.dev/v1/TaskRun,argoproj.io/v1alpha1/Workflow,v1/ConfigMap") {
+		t.Run(k.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			seen := map[ruleAnswers]bool{}
+			for _, spec := range specs {
+				for _, status := range statuses {
+					full := &unstructured.Unstructured{Object: map[string]any{
+						"spec":   runtime.DeepCopyJSONValue(spec),
+						"status": runtime.DeepCopyJSONValue(status),
+					}}
+					full.SetGroupVersionKind(k.GVK)
+					full.SetNamespace("apps")
+					full.SetName("run")
+					full.SetUID("u1")
+					_ = unstructured.SetNestedField(full.Object, "2026-12-04T10:00:01Z", "status", "startTime")
+					_ = unstructured.SetNestedField(full.Object, int64(2), "spec", "parallelism")
+					want := answersOf(k, full)
+					out, err := trimWorkload(k, full.DeepCopy())
+					g.Expect(err).NotTo(HaveOccurred())
+					trimmed := out.(*unstructured.Unstructured)
+					g.Expect(answersOf(k, trimmed)).To(Equal(want), "spec %v, status %v", spec, status)
+					g.Expect(leavesOutside(trimmed.Object, k.Fields())).To(BeEmpty(), "the trim keeps only what the rules read")
+					seen[want] = true
+				}
+			}
+			// The objects must tell the answers apart, or the test could not fail.
+			var outcomes, suspended, accounts []any
+			for a := range seen {
+				outcomes, suspended, accounts = append(outcomes, a.Outcome), append(suspended, a.Suspended), append(accounts, a.ServiceAccount)
+			}
+			if k.GVK.Kind != "ConfigMap" {
+				g.Expect(outcomes).To(ContainElements(workloads.Running, workloads.Succeeded, workloads.Failed))
+			}
+			if k.Suspendable() {
+				g.Expect(suspended).To(ContainElements(true, false))
+				g.Expect(accounts).To(ContainElement(Not(BeEmpty())))
+			}
+		})
+	}
+}
+
+// leavesOutside lists the values of obj outside apiVersion, kind and metadata that lie under none
+// of fields' paths.
+func leavesOutside(obj map[string]any, fields []workloads.Field) []string {
+	var outside []string
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		for _, f := range fields {
+			if len(path) >= len(f.Path) && slices.Equal(path[:len(f.Path)], f.Path) {
+				return
+			}
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			outside = append(outside, strings.Join(path, "."))
+			return
+		}
+		for k, v := range m {
+			walk(v, append(slices.Clone(path), k))
+		}
+	}
+	for k, v := range obj {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			walk(v, []string{k})
+		}
+	}
+	return outside
 }

@@ -114,6 +114,34 @@ var _ = Describe("The annotation asks for a lock only as far as the pod's servic
 		Consistently(claimsIn(ns)).WithTimeout(2 * time.Second).ShouldNot(ContainElement(locksv1alpha1.PodClaimName(other.Name, other.UID, "db")))
 	})
 
+	It("judges a Job by its pods' own account, which the cached Job keeps", func() {
+		ns := newBareNamespace()
+		newLock(ns, "db")
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lockctl"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{locksv1alpha1.GroupVersion.Group}, Resources: []string{"lockclaims"}, Verbs: []string{"create"}}}}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "batch-lockctl"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lockctl"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "batch"}}}
+		Expect(k8sClient.Create(ctx(), role)).To(Succeed())
+		Expect(k8sClient.Create(ctx(), binding)).To(Succeed())
+
+		// The Job of another account is created first, so that its refusal is settled by the time
+		// the allowed Job's claim exists.
+		other := newJobObject(ns, "other")
+		other.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+		other.Spec.Template.Spec.ServiceAccountName = "other"
+		Expect(k8sClient.Create(ctx(), other)).To(Succeed())
+		Eventually(eventNotes(ns, "Job", "other")).Should(ContainElement(And(
+			HavePrefix(controller.ReasonClaimNotAllowed+": "),
+			ContainSubstring("Service account "+ns+"/other may not create LockClaims"))))
+		allowed := newJobObject(ns, "allowed")
+		allowed.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+		allowed.Spec.Template.Spec.ServiceAccountName = "batch"
+		Expect(k8sClient.Create(ctx(), allowed)).To(Succeed())
+		Eventually(jobState(ns, "allowed")).WithTimeout(30 * time.Second).Should(HavePrefix("running/"))
+		Consistently(claimsIn(ns)).WithTimeout(2 * time.Second).Should(ConsistOf(locksv1alpha1.PodClaimName(allowed.Name, allowed.UID, "db")))
+	})
+
 	It("makes no claim for a Job whose pods' account may not create claims", func() {
 		ns := newBareNamespace()
 		newLock(ns, "db")

@@ -61,7 +61,7 @@ func TestAnnotatedMode(t *testing.T) {
 				t.Errorf("annotatedMode = %q, %v; want %q, %v", mode, ok, tc.mode, tc.ok)
 			}
 			claim := &locksv1alpha1.LockClaim{Spec: locksv1alpha1.LockClaimSpec{Mode: tc.claim}}
-			if _, changed := modeChanged(pod, claim); changed != tc.changed {
+			if _, changed := modeChanged(pod.Annotations, claim); changed != tc.changed {
 				t.Errorf("modeChanged = %v, want %v", changed, tc.changed)
 			}
 		})

@@ -82,12 +82,6 @@ func needsDeletionCost(pod *corev1.Pod) bool {
 	return pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby && !set
 }
 
-// lockWaitValid says whether the pod's lock-wait annotation is absent or one of its two values.
-func lockWaitValid(pod *corev1.Pod) bool {
-	v, set := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation]
-	return !set || v == locksv1alpha1.PodLockWaitGated || v == locksv1alpha1.PodLockWaitStandby
-}
-
 // rolePatch is the strategic merge patch that sets the pod's role label, with the pod's UID as a
 // precondition (a new pod of the same name is never labelled for the old one's hold).
 func rolePatch(uid types.UID, role string) ([]byte, error) {

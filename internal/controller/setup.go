@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -114,6 +115,23 @@ func Setup(mgr manager.Manager, o Options) error {
 		Workloads: o.Workloads, Tracer: o.Tracer, Pods: pods, Queue: o.Queue}); err != nil {
 		return err
 	}
+	if err := setupAnnotatedOwners(mgr, o, recorder, pods); err != nil {
+		return err
+	}
+	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Pods: pods, Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the holder eviction controller: %w", err)
+	}
+	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
+		Metrics: o.Metrics, ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the LockBackend controller: %w", err)
+	}
+	return nil
+}
+
+// setupAnnotatedOwners registers the controllers that make the claims of owners annotated
+// locks.lockwarden.io/lock: the pod lock reconciler, and a workload reconciler for each listed
+// kind that can wait suspended. They share one claim-rights checker (none with SkipClaimRights).
+func setupAnnotatedOwners(mgr manager.Manager, o Options, recorder events.EventRecorder, pods PodReader) error {
 	var rights *claimrights.Checker
 	if !o.SkipClaimRights {
 		rights = &claimrights.Checker{Client: mgr.GetClient()}
@@ -131,13 +149,6 @@ func Setup(mgr manager.Manager, o Options) error {
 			Guard: o.Guard, ClaimRights: rights, Queue: o.Queue}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}
-	}
-	if err := (&HolderEvictionReconciler{Client: mgr.GetClient(), Pods: pods, Recorder: recorder, Metrics: o.Metrics, Guard: o.Guard}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the holder eviction controller: %w", err)
-	}
-	if err := (&LockBackendReconciler{Client: mgr.GetClient(), Registry: o.Registry, Recorder: recorder,
-		Metrics: o.Metrics, ProbeInterval: o.ProbeInterval}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the LockBackend controller: %w", err)
 	}
 	return nil
 }

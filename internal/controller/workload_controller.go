@@ -20,15 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -50,6 +46,11 @@ import (
 // suspended state (a Job's spec.suspend, which the admission policy sets at creation), and is
 // resumed, with its fencing token, once the claim holds. The lock engine decides the rest: the
 // hold ends when the object finishes or is deleted.
+//
+// This file holds Reconcile, its steps and SetupWithManager. The claim is found and made by the
+// path it shares with the pod lock controller (owned_claim.go, from the annotations that
+// annotated_claim.go reads); the resume with the token is workload_resume.go; what a kind's
+// objects look like (suspended, finished, their service account) is internal/workloads.
 type WorkloadLockReconciler struct {
 	client.Client
 	// Cache reads the objects of Kind: the manager's cache, since the manager's client reads
@@ -101,7 +102,7 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if allowed, retry, err := r.mayClaim(ctx, obj, lockName); !allowed || err != nil {
 			return ctrl.Result{RequeueAfter: retry}, err
 		}
-		if claim, err = r.createClaim(ctx, obj, lockName, name); err != nil || claim == nil {
+		if claim, err = createOwnedClaim(ctx, r.Client, r.Recorder, r.owner(obj), name); err != nil || claim == nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -125,17 +126,15 @@ func (r *WorkloadLockReconciler) newObject() *unstructured.Unstructured {
 // a valid lock name that has not finished and is not being deleted. A name that is not valid gets
 // a Warning event.
 func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (string, bool) {
-	lockName, annotated := obj.GetAnnotations()[locksv1alpha1.PodLockAnnotation]
-	if !annotated || !obj.GetDeletionTimestamp().IsZero() {
+	if _, annotated := obj.GetAnnotations()[locksv1alpha1.PodLockAnnotation]; !annotated || !obj.GetDeletionTimestamp().IsZero() {
 		return "", false
 	}
 	if outcome, _ := workloads.Finished(r.Kind, obj); outcome != workloads.Running {
 		return "", false
 	}
-	label, problem := parseLockAnnotation(lockName)
-	if problem != "" {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "InvalidLockAnnotation", "WaitForLock",
-			"Annotation %s=%q %s; no claim was made", locksv1alpha1.PodLockAnnotation, lockName, problem)
+	label, problem := annotatedLocks(obj.GetAnnotations())
+	if problem != nil {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, problem.reason, "WaitForLock", "%s", problem.message)
 		return "", false
 	}
 	return label, true
@@ -145,8 +144,21 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 // errForeignClaim when a claim of that name is not the object's, and errForgedClaim when it is
 // the object's but not one the controller makes.
 func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured.Unstructured, name, lockName string) (*locksv1alpha1.LockClaim, error) {
-	return controlledClaim(ctx, r.Client, obj, name, lockName, locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
-		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}})
+	return controlledClaim(ctx, r.Client, obj, name, lockName, r.owner(obj).holder)
+}
+
+// owner is obj as the owner of its claim (owned_claim.go): the claim's holder is obj itself. An
+// object created running gets its claim, but does not wait for it.
+func (r *WorkloadLockReconciler) owner(obj *unstructured.Unstructured) claimOwner {
+	o := claimOwner{obj: obj, apiVersion: obj.GetAPIVersion(), kind: obj.GetKind(), annotations: ownerWorkload,
+		holder: locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
+			APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}},
+		label: locksv1alpha1.WorkloadClaimLabel}
+	if !workloads.Suspended(r.Kind, obj) {
+		o.notWaiting = fmt.Sprintf("the %s was created running, so it does not wait for the lock (create it with %s, or let the admission policy do it)",
+			r.Kind.GVK.Kind, r.Kind.SuspendedState())
+	}
+	return o
 }
 
 // heldBefore says whether the object was resumed with a token once: the controller writes the
@@ -154,87 +166,6 @@ func (r *WorkloadLockReconciler) ownClaim(ctx context.Context, obj *unstructured
 func (r *WorkloadLockReconciler) heldBefore(obj *unstructured.Unstructured) bool {
 	_, ok := obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation]
 	return ok
-}
-
-// createClaim creates the object's claim for lockName, called name; nil, without error, when the
-// object's annotations cannot make one (an event says why) or the cache is behind our own create.
-func (r *WorkloadLockReconciler) createClaim(ctx context.Context, obj *unstructured.Unstructured, lockName, name string) (*locksv1alpha1.LockClaim, error) {
-	spec, problem := workloadClaimSpec(obj.GetAnnotations())
-	if problem != "" {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, problem, "WaitForLock", "%s", invalidAnnotationMessage(problem, obj.GetAnnotations()))
-		return nil, nil
-	}
-	spec.LockName = lockName
-	if names := lockNamesOf(lockName); len(names) > 1 {
-		spec.LockName, spec.LockNames = "", names
-	}
-	spec.Holder = &locksv1alpha1.ClaimHolder{Object: &locksv1alpha1.HolderObject{
-		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}}
-	controller := true
-	claim := &locksv1alpha1.LockClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: obj.GetNamespace(),
-			Name:      name,
-			Labels:    map[string]string{locksv1alpha1.WorkloadClaimLabel: podLabelValue(obj.GetName())},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(),
-				UID: obj.GetUID(), Controller: &controller}},
-		},
-		Spec: spec,
-	}
-	if err := r.Create(ctx, claim); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, nil // a cache behind our own create; the claim's event wakes us
-		}
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ClaimFailed", "WaitForLock",
-			"Could not create LockClaim %s for lock %s: %v", name, lockName, err)
-		return nil, err
-	}
-	msg := fmt.Sprintf("Created LockClaim %s for lock %s", name, lockName)
-	if !workloads.Suspended(r.Kind, obj) {
-		msg += fmt.Sprintf("; the %s was created running, so it does not wait for the lock (create it with %s, or let the admission policy do it)",
-			r.Kind.GVK.Kind, r.Kind.SuspendedState())
-		r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "NotSuspended", "WaitForLock", "%s", msg)
-		return claim, nil
-	}
-	r.Recorder.Eventf(obj, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock", "%s", msg)
-	return claim, nil
-}
-
-// workloadClaimSpec is the claim spec that an object's annotations ask for (mode, priority, wait timeout),
-// or the reason of the event that says which annotation cannot make one.
-func workloadClaimSpec(annotations map[string]string) (locksv1alpha1.LockClaimSpec, string) {
-	var spec locksv1alpha1.LockClaimSpec
-	mode, ok := annotatedMode(annotations)
-	if !ok {
-		return spec, "InvalidLockModeAnnotation"
-	}
-	spec.Mode = mode
-	if spec.Priority, ok = annotatedPriority(annotations); !ok {
-		return spec, "InvalidLockPriorityAnnotation"
-	}
-	if v, set := annotations[locksv1alpha1.LockWaitTimeoutAnnotation]; set {
-		seconds, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		if err != nil || seconds < 0 {
-			return spec, "InvalidLockWaitTimeoutAnnotation"
-		}
-		timeout := int32(seconds)
-		spec.WaitTimeoutSeconds = &timeout
-	}
-	return spec, ""
-}
-
-// invalidAnnotationMessage says what is wrong with the annotation that problem names.
-func invalidAnnotationMessage(problem string, annotations map[string]string) string {
-	switch problem {
-	case "InvalidLockModeAnnotation":
-		return fmt.Sprintf("Annotation %s=%q is not a lock mode: use %s or %s (absent means %s); no claim was made",
-			locksv1alpha1.PodLockModeAnnotation, annotations[locksv1alpha1.PodLockModeAnnotation],
-			locksv1alpha1.LockModeShared, locksv1alpha1.LockModeExclusive, locksv1alpha1.LockModeShared)
-	case "InvalidLockPriorityAnnotation":
-		return invalidPriorityMessage(annotations)
-	}
-	return fmt.Sprintf("Annotation %s=%q is not a whole number of seconds from 0 up (0: take the lock only if it is free); no claim was made",
-		locksv1alpha1.LockWaitTimeoutAnnotation, annotations[locksv1alpha1.LockWaitTimeoutAnnotation])
 }
 
 // followClaim resumes the object, with its token, once its claim holds; and says on the object
@@ -261,42 +192,6 @@ func acquiredReason(claim *locksv1alpha1.LockClaim) string {
 		}
 	}
 	return "no reason given"
-}
-
-// resume gives the object its claim's token and lets it run, in one UID-preconditioned patch
-// (workloads.ResumePatch); an object that runs already (created running) only gets the token
-// annotations. Nothing is written when the object carries the token already and runs.
-func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
-	token := podTokenValue(claim, podHoldOf{token: claim.Status.FencingToken})
-	suspended := workloads.Suspended(r.Kind, obj)
-	if !suspended && obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation] == token {
-		return nil
-	}
-	var patch []byte
-	var err error
-	if suspended {
-		patch, err = workloads.ResumePatch(r.Kind, obj.GetUID(), token, claim.Status.HolderIdentity)
-	} else {
-		patch, err = workloads.TokenPatch(obj.GetUID(), token, claim.Status.HolderIdentity)
-	}
-	if err != nil {
-		return err
-	}
-	if err := r.Guard.Check(); err != nil {
-		return err
-	}
-	if err := r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("resuming %s %s with its fencing token: %w", r.Kind.GVK.Kind, obj.GetName(), err)
-	}
-	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
-	if len(claim.Spec.LockNames) > 0 {
-		msg = fmt.Sprintf("Locks %s held together with fencing tokens %s", locksv1alpha1.LocksLabel(claim.Spec.Locks()), token)
-	}
-	if suspended {
-		msg += "; resumed"
-	}
-	r.Recorder.Eventf(obj, claim, corev1.EventTypeNormal, "LockAcquired", "WaitForLock", "%s", msg)
-	return nil
 }
 
 // SetupWithManager watches the objects of the kind that carry the lock annotation, and the claims

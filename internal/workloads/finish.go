@@ -73,7 +73,7 @@ func Finished(k Kind, obj *unstructured.Unstructured) (Outcome, string) {
 			return Failed, "its condition Succeeded is False" + conditionReason(obj, "Succeeded")
 		}
 	case finishWorkflowPhase:
-		switch phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase {
+		switch phase := phaseField.stringIn(obj); phase {
 		case "Succeeded":
 			return Succeeded, "its phase is Succeeded"
 		case "Failed", "Error":
@@ -110,27 +110,15 @@ func Check(k Kind, obj *unstructured.Unstructured, name string, recordedUID type
 
 // condition is the status of obj's status.conditions entry of type t; empty when it has none.
 func condition(obj *unstructured.Unstructured, t string) string {
-	c := conditionOf(obj, t)
-	s, _ := c["status"].(string)
+	s, _ := conditionsField.itemIn(obj, keyType, t)[keyStatus].(string)
 	return s
 }
 
 // conditionReason is the reason of obj's condition of type t, as it follows a status in a
 // message (" (reason)"); empty when there is none.
 func conditionReason(obj *unstructured.Unstructured, t string) string {
-	if r, _ := conditionOf(obj, t)["reason"].(string); r != "" {
+	if r, _ := conditionsField.itemIn(obj, keyType, t)[keyReason].(string); r != "" {
 		return " (" + r + ")"
 	}
 	return ""
-}
-
-// conditionOf is obj's status.conditions entry of type t; nil when it has none.
-func conditionOf(obj *unstructured.Unstructured, t string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == t {
-			return m
-		}
-	}
-	return nil
 }

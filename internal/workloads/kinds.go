@@ -17,7 +17,8 @@ limitations under the License.
 // Package workloads knows the workload kinds that can hold a lock (docs/design.md §3 Workloads): which
 // kinds an install watches, when an object of each has finished, and how each waits suspended
 // for its lock and is resumed. Its functions are pure: the lock engine judges holders with them,
-// and the workload controller asks them what to patch.
+// and the workload controller asks them what to patch. They read an object only through the
+// Fields of its kind (fields.go), which is all the manager's cache keeps of it.
 package workloads
 
 import (

@@ -25,19 +25,9 @@ import (
 // its annotation may ask for no more than that account could (claimrights). A kind that cannot be
 // suspended makes no claims of its own, and has none.
 func (k Kind) ServiceAccount(obj *unstructured.Unstructured) string {
-	var path []string
-	switch k.suspend {
-	case suspendJob:
-		path = []string{"spec", "template", "spec", "serviceAccountName"}
-	case suspendPipelineRun:
-		// Every TaskRun of the run, unless the run names another account for one task
-		// (taskRunSpecs): the run's own account is the one its author chose for the whole.
-		path = []string{"spec", "taskRunTemplate", "serviceAccountName"}
-	case suspendWorkflow:
-		path = []string{"spec", "serviceAccountName"}
-	default:
+	f, ok := k.suspend.accountField()
+	if !ok {
 		return ""
 	}
-	name, _, _ := unstructured.NestedString(obj.Object, path...)
-	return name
+	return f.stringIn(obj)
 }

@@ -58,11 +58,9 @@ func (k Kind) SuspendedState() string {
 func Suspended(k Kind, obj *unstructured.Unstructured) bool {
 	switch k.suspend {
 	case suspendJob, suspendWorkflow:
-		s, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
-		return s
+		return suspendField.boolIn(obj)
 	case suspendPipelineRun:
-		s, _, _ := unstructured.NestedString(obj.Object, "spec", "status")
-		return s == pipelineRunPending
+		return runStatusField.stringIn(obj) == pipelineRunPending
 	}
 	return false
 }
