@@ -29,6 +29,11 @@ import (
 	"github.com/lockwarden/lockwarden/internal/renewal"
 )
 
+// This file is everything a pass does with a claim of several locks as a whole (several.go holds
+// the pure rules): settling the entries a stopped grant left (settleParts), the joint grant
+// (serveJoint, writeJoint, endJoint), and the refresh of every part at once from its home lock's
+// pass (refreshParts, with the other locks' records read by loadPartLocks).
+//
 // The joint grant: a several-lock claim is granted all its locks by one pass, its home lock's
 // (docs/how-locks-work.md, "Several locks at once"). That pass holds its own lock's pass lock;
 // it takes each other lock's only by trying (a pass of that lock which runs is not waited for:
