@@ -89,7 +89,7 @@ test: verify vet helm-lint test-unit test-compat-api test-local-cluster test-e2e
 # The packages whose tests take longest, which go test starts first: it runs test binaries in the
 # order the packages are given, -p (the CPU count) at a time, so a long one started last would
 # run alone at the end. Measured with go test -json (Elapsed per package); order is all this sets.
-UNIT_SLOW_FIRST ?= test/release internal/backends/sql cmd/manager charts internal/backends/zookeeper cmd/lockctl
+UNIT_SLOW_FIRST ?= test/release internal/backends/sql cmd/manager internal/backends/zookeeper pkg/lockclient internal/backends/etcd cmd/lockctl internal/backends/redlock charts internal/backends/redis
 # The controller suite (Ginkgo, envtest) waits on leases, probes and Consistently far more than it
 # computes (about 80 s of CPU in 440 s): ginkgo runs its specs in CONTROLLER_PROCS processes, each
 # with a control plane and managers of its own, beside go test's other packages.
