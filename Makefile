@@ -63,17 +63,17 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet, including the build-tagged e2e suite, local cluster check, benchmark and reliability harness, and lockctl for darwin (a krew platform).
+# The build tags of the test-only files (e2e suite, local cluster check, benchmarks, reliability
+# harness, the manager's test clock, deliberate bugs and pause points): they compile together, so
+# one pass over ./... with all of them type-checks and vets every tagged file, and a second pass
+# without tags covers the files that those tags leave out (//go:build !mutants and the like).
+VET_TAGS := e2e,localcluster,bench,reliability,testclock,mutants,failpoints
+vet: ## Run go vet, without build tags and with every build tag (the e2e suite, local cluster check, benchmark and reliability harness, test builds), and lockctl for darwin (a krew platform).
 	go vet ./...
+	go vet -tags $(VET_TAGS) ./...
 	# lockctl is released for darwin too (hack/krew/lock.yaml), which make test builds no binary
 	# for (test/release links the host's alone): type-check it there, test files included.
 	GOOS=darwin GOARCH=arm64 go vet ./cmd/lockctl/...
-	go vet -tags e2e ./test/e2e/...
-	go vet -tags localcluster ./test/localcluster/...
-	go vet -tags bench ./test/bench/...
-	go vet -tags reliability ./test/reliability/...
-	go vet -tags testclock ./cmd/manager/...
-	go vet -tags mutants,failpoints ./internal/... ./cmd/manager/...
 
 # The tags of the second lint pass: those that only add files. .golangci.yml's first pass adds
 # mutants, failpoints and testclock too, which drop the production builds of the files they replace.
@@ -100,13 +100,23 @@ test: verify vet helm-lint test-unit test-compat-api test-local-cluster test-e2e
 # The packages whose tests take longest, which go test starts first: it runs test binaries in the
 # order the packages are given, -p (the CPU count) at a time, so a long one started last would
 # run alone at the end. Measured with go test -json (Elapsed per package); order is all this sets.
-UNIT_SLOW_FIRST ?= internal/controller test/release internal/backends/sql cmd/manager charts internal/backends/zookeeper cmd/lockctl
+UNIT_SLOW_FIRST ?= test/release internal/backends/sql cmd/manager internal/backends/zookeeper pkg/lockclient internal/backends/etcd cmd/lockctl internal/backends/redlock charts internal/backends/redis
+# The controller suite (Ginkgo, envtest) waits on leases, probes and Consistently far more than it
+# computes (about 80 s of CPU in 440 s): ginkgo runs its specs in CONTROLLER_PROCS processes, each
+# with a control plane and managers of its own, beside go test's other packages.
+CONTROLLER_PKG := internal/controller
+CONTROLLER_PROCS ?= 3
+CONTROLLER_FLAGS ?= --timeout=20m --no-color
 
 .PHONY: test-unit
-test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd; test/apiclock runs the clocked test build of kube-apiserver); the slowest packages start first.
-	pkgs=$$(hack/slow-first.sh $(UNIT_SLOW_FIRST)); \
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" LOCKWARDEN_CLOCKED_APISERVER="$$(hack/k8s-binaries.sh clocked-apiserver)" \
-		go test $(GO_TEST_FLAGS) $$pkgs
+test-unit: ## Unit tests and envtest suites (real kube-apiserver and etcd; test/apiclock runs the clocked test build of kube-apiserver); the slowest packages start first, the controller suite in CONTROLLER_PROCS processes beside them.
+	pkgs=$$(hack/slow-first.sh $(UNIT_SLOW_FIRST) | grep -vx "$$(go list -m)/$(CONTROLLER_PKG)"); \
+	export KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh envtest-dir)" LOCKWARDEN_CLOCKED_APISERVER="$$(hack/k8s-binaries.sh clocked-apiserver)"; \
+	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	go tool ginkgo --procs=$(CONTROLLER_PROCS) $(CONTROLLER_FLAGS) ./$(CONTROLLER_PKG) >"$$log" 2>&1 & ctrl=$$!; \
+	failed=0; go test $(GO_TEST_FLAGS) $$pkgs || failed=1; \
+	wait $$ctrl && echo "ok   $(CONTROLLER_PKG) (ginkgo --procs=$(CONTROLLER_PROCS))" || { cat "$$log"; echo "FAIL $(CONTROLLER_PKG) (ginkgo --procs=$(CONTROLLER_PROCS))"; failed=1; }; \
+	[[ $$failed -eq 0 ]]
 	go test $(GO_TEST_FLAGS) -tags testclock -run TestManagerClock ./cmd/manager/
 
 .PHONY: test-compat

@@ -145,4 +145,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-tool sigs.k8s.io/controller-tools/cmd/controller-gen
+tool (
+	github.com/onsi/ginkgo/v2/ginkgo
+	sigs.k8s.io/controller-tools/cmd/controller-gen
+)
