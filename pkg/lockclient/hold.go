@@ -120,10 +120,11 @@ func (h *Hold) Err() error {
 }
 
 // Release ends the hold: it cancels the hold's context (cause ErrReleased, unless the lock was
-// lost before), deletes the claim and waits, within ctx, until the controller has let it go, then
-// deletes the claim's heartbeat Lease, if it has one. A
-// claim that is already gone counts as released. Calling Release again returns the first
-// call's result.
+// lost before), deletes the claim and waits, within ctx, until it is gone, then deletes the
+// claim's heartbeat Lease, if it has one. Claims carry no finalizer, so the claim is gone at once;
+// the controller's next pass of the lock releases the hold and drops it from the lock record
+// (status.holders), moments later, and grants the next claim in the same write. A claim that is
+// already gone counts as released. Calling Release again returns the first call's result.
 func (h *Hold) Release(ctx context.Context) error {
 	h.release.Do(func() {
 		h.Context()
