@@ -24,8 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,12 +38,7 @@ import (
 // claim gets a Warning instead, and a claim that exists already (the cache behind our own create)
 // is neither an error nor a second event.
 func TestCreateOwnedClaim(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, locksv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := unitScheme(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-0", UID: "pod-uid",
 		Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: "db", locksv1alpha1.LockPriorityAnnotation: "3",
 			locksv1alpha1.LockWaitTimeoutAnnotation: "10"}}}

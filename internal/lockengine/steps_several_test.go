@@ -35,6 +35,19 @@ func onLocks(locks ...string) func(*locksv1alpha1.LockClaim) {
 	return func(c *locksv1alpha1.LockClaim) { c.Spec.LockName, c.Spec.LockNames = "", locks }
 }
 
+// refusingRecordOf is a client interceptor that refuses, with err, the writes of lock's record
+// while refuse is set: a joint grant that stops half way.
+func refusingRecordOf(lock string, refuse *atomic.Bool, err error) interceptor.Funcs {
+	return interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if l, isLock := obj.(*locksv1alpha1.DistributedLock); isLock && l.Name == lock && refuse.Load() {
+				return err
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}
+}
+
 // recordNames says whether lock's record names claim.
 func (e *stepEnv) recordNames(lock, claim string) bool {
 	e.t.Helper()
@@ -53,14 +66,7 @@ func (e *stepEnv) recordNames(lock, claim string) bool {
 func TestStepSeveralLocksStoppedHalfWay(t *testing.T) {
 	refused := errors.New("the API server refused the write")
 	var refuse atomic.Bool
-	e := newStepEnv(t, interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if l, isLock := obj.(*locksv1alpha1.DistributedLock); isLock && l.Name == "b" && refuse.Load() {
-				return refused
-			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		},
-	})
+	e := newStepEnv(t, refusingRecordOf("b", &refuse, refused))
 	e.lock("a")
 	e.lock("b")
 	e.mustPass("a") // each lock's finalizer, key and first record

@@ -17,7 +17,6 @@ limitations under the License.
 package lockengine
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
@@ -295,14 +293,7 @@ func TestStepServeJoint(t *testing.T) {
 func TestStepSettleParts(t *testing.T) {
 	refused := errors.New("the API server refused the write")
 	var refuse atomic.Bool
-	e := newStepEnv(t, interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if l, isLock := obj.(*locksv1alpha1.DistributedLock); isLock && l.Name == "b" && refuse.Load() {
-				return refused
-			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		},
-	})
+	e := newStepEnv(t, refusingRecordOf("b", &refuse, refused))
 	e.lock("a")
 	e.lock("b")
 	e.mustPass("a")
