@@ -142,8 +142,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	seams.passDone(ctx, s)
 	// The holders' next refreshes, this pass's grants included, are the refresh lane's.
-	if after := r.nextRefresh(s); after > 0 {
-		r.memory.refresh.schedule(req.NamespacedName, wait.Jitter(after, 0.1))
+	if due := r.nextRefresh(s); due > 0 {
+		r.memory.refresh.schedule(req.NamespacedName, wait.Jitter(due, 0.1))
 	}
 	if res.retry != nil {
 		return ctrl.Result{}, res.retry
