@@ -42,11 +42,13 @@ limitations under the License.
 //     is also where fencing tokens come from; a backend hold the pass took and could not record
 //     is given back (Reconcile defers it, so no way out leaves one behind);
 //  8. writeClaims, shedFinalizers, finishDeletes (write.go, vanished.go): the claims, the ended
-//     holds first and the new holders next; then finalizers.
+//     holds first and the new holders next; then finalizers. A one-lock claim's Held write
+//     leaves the pass through the held lane (heldlane.go): the record granted it already, and
+//     the next pass sees the claim as that write makes it and writes nothing to it before it.
 //
 // A one-lock grant goes through reconciler.go (the pass), load.go and scope.go (what it read),
 // holder.go (who the holder is), queue.go and grant.go (who is next, the backend acquire),
-// decide.go (what the claims say) and write.go (the lock record, then the claims).
+// decide.go (what the claims say), write.go (the lock record, then the claims) and heldlane.go.
 //
 // Decisions are pure functions with table tests (decide.go, several.go); the deliberate bugs of
 // mutation testing enter through the seams of seams.go, never as branches in them. Steps are

@@ -118,6 +118,8 @@ func (r *Reconciler) readClaims(ctx context.Context, s *lockScope, take func(*lo
 		if r.memory.written.behind(read) {
 			return false, nil
 		}
+		// A new holder whose Held write is still on the way counts as written (heldlane.go).
+		read = r.memory.lane.overlay(read)
 		v := viewOn(read, s.name.Name)
 		s.read[read.UID] = v
 		if err := take(v.part); err != nil {

@@ -47,6 +47,9 @@ type lockMemory struct {
 	events *eventThinning
 	// low holds each lock's held-back low-priority status changes (lowpriority.go).
 	low *lowRounds
+	// lane carries new holders' Held writes out of their passes; a write leaves it when done
+	// (heldlane.go).
+	lane *heldLane
 }
 
 // newLockMemory makes the stores; wake queues a pass of a lock, and refresh is the refresh lane.
@@ -59,12 +62,13 @@ func newLockMemory(wake func(types.NamespacedName), refresh *refreshLane) *lockM
 		heartbeats: heartbeat.NewTracker(),
 		events:     newEventThinning(),
 		low:        &lowRounds{rounds: map[types.NamespacedName]*lowRound{}},
+		lane:       newHeldLane(),
 	}
 }
 
 // forget drops what the memory keeps of lock, whose object (uid; empty when not known) is gone or
 // going: its event budget, its held-back status changes and the record of this process's last
-// write of it. (Pass locks, free-key watches and refresh timers end on their own.)
+// write of it. (Pass locks, free-key watches, refresh timers and Held writes end on their own.)
 func (m *lockMemory) forget(lock types.NamespacedName, uid types.UID) {
 	m.events.forget(lock)
 	m.low.forget(lock)

@@ -35,9 +35,16 @@ import (
 // acted on it already, and the pass it woke found nothing to do (it cost a tenth of a handoff's
 // record path). A claim of several locks passes its own phase writes too: the pass of one of its
 // locks writes them, and each other lock's pass must see them. Every write passes when it brings
-// the cache up to a write that a pass found missing (written).
+// the cache up to a write that a pass found missing (written). A deletion also drops what written
+// remembers of the claim: no pass reads it again, and a manager that serves claims for months
+// would otherwise keep a resourceVersion for every claim it ever wrote (each pass looks its
+// claims up in that map).
 func claimChangedForLock(written *ownWrites) predicate.Predicate {
 	return predicate.Funcs{
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			written.forget(e.Object.GetUID())
+			return true
+		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*locksv1alpha1.LockClaim), e.ObjectNew.(*locksv1alpha1.LockClaim)
 			return written.caughtUp(n) ||

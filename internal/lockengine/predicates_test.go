@@ -152,3 +152,17 @@ func TestClaimChangedForLock(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimDeletionForgetsOwnWrite: a claim's deletion passes, and drops this process's record of
+// its last write, which nothing reads again.
+func TestClaimDeletionForgetsOwnWrite(t *testing.T) {
+	w := newOwnWrites()
+	c := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "claim-uid", ResourceVersion: "11"}}
+	w.note(c)
+	if !claimChangedForLock(w).Delete(event.DeleteEvent{Object: c}) {
+		t.Fatal("a claim's deletion does not pass")
+	}
+	if n := len(w.rv); n != 0 {
+		t.Fatalf("own writes remember %d claims after the only one was deleted, want 0", n)
+	}
+}

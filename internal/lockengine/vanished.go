@@ -172,6 +172,9 @@ func (r *Reconciler) shedFinalizer(ctx context.Context, c *locksv1alpha1.LockCla
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil
 	}
+	if err := r.awaitClaim(ctx, c); err != nil {
+		return err
+	}
 	if err := r.Update(ctx, c); err != nil {
 		return client.IgnoreNotFound(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -157,7 +158,7 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult,
 	if err := r.writeEach(ctx, s, ended); err != nil {
 		return stepResult{}, err
 	}
-	if err := r.writeEach(ctx, s, granted); err != nil {
+	if err := r.writeGranted(ctx, s, granted); err != nil {
 		return stepResult{}, err
 	}
 	// A deleted claim's status is never written: an event says how it ended, after the new
@@ -244,29 +245,106 @@ func (s *lockScope) before(uid types.UID) *locksv1alpha1.LockClaim {
 // overwrite what a newer pass wrote, least of all bring an ended claim back to Held. A conflict
 // fails the pass, which then starts again from a fresh read.
 func (r *Reconciler) writeClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
-	v := s.base(c.UID)
-	if s.vanished[c.UID] || sameClaimStatus(&v.part.Status, &c.Status) {
-		return nil
-	}
-	// A several-lock claim is written whole, with this lock's part put back (several.go).
-	base, out := v.toWrite(c, s.name.Name)
-	stampArrival(base, out)
-	if err := r.Guard.Check(); err != nil {
+	base, out, err := r.claimWrite(ctx, s, c)
+	if out == nil || err != nil {
 		return err
 	}
+	_, err = r.sendClaim(ctx, s, c.UID, base, out)
+	return err
+}
+
+// writeGranted writes the new holders' Held, in grant order. When every one asks for one lock,
+// the writes go through the held lane (heldlane.go), outside the pass: the record written before
+// them granted the claims, and the next pass must not wait for their report. A claim of several
+// locks is written here, since the passes of its other locks write the same object; its pass's
+// other grants are then written here too, after the lane's earlier ones, to keep grant order.
+func (r *Reconciler) writeGranted(ctx context.Context, s *lockScope, granted []*locksv1alpha1.LockClaim) error {
+	if slices.ContainsFunc(granted, several) {
+		if err := r.memory.lane.drain(ctx, s.name); err != nil {
+			return err
+		}
+		return r.writeEach(ctx, s, granted)
+	}
+	var writes []*laneWrite
+	for _, c := range granted {
+		base, out, err := r.claimWrite(ctx, s, c)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			continue
+		}
+		// The write takes its own copy: the client writes the API server's answer into it while
+		// the pass goes on reading c.
+		want, out := c.DeepCopy(), out.DeepCopy()
+		want.ResourceVersion = base.ResourceVersion
+		writes = append(writes, &laneWrite{want: want, baseRV: base.ResourceVersion, write: func() (*locksv1alpha1.LockClaim, error) {
+			if wrote, err := r.sendClaim(ctx, s, want.UID, base, out); !wrote || err != nil {
+				return nil, err
+			}
+			return out, nil
+		}})
+	}
+	if len(writes) > 0 {
+		r.memory.lane.start(s.name, writes, func(err error) {
+			ctrl.LoggerFrom(ctx).Info("A new holder's Held write failed; the lock's next pass writes it again", "lock", s.name.Name, "error", err.Error())
+			r.wake(s.name)
+		})
+	}
+	return nil
+}
+
+// claimWrite is what writing c takes: the claim as the API server has it, after this process's
+// pending write of it if any (heldLane.await), and as the write makes it; out is nil when there
+// is nothing to write.
+func (r *Reconciler) claimWrite(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (base, out *locksv1alpha1.LockClaim, err error) {
+	wrote, err := r.memory.lane.await(ctx, c.UID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if wrote != nil {
+		s.wrote.record(c.UID, wrote, s.name.Name)
+	}
+	v := s.base(c.UID)
+	if s.vanished[c.UID] || sameClaimStatus(&v.part.Status, &c.Status) {
+		return nil, nil, nil
+	}
+	// A several-lock claim is written whole, with this lock's part put back (several.go).
+	base, out = v.toWrite(c, s.name.Name)
+	stampArrival(base, out)
+	return base, out, nil
+}
+
+// sendClaim patches claim uid from base to out and says whether it wrote it (not when the claim
+// is gone).
+func (r *Reconciler) sendClaim(ctx context.Context, s *lockScope, uid types.UID, base, out *locksv1alpha1.LockClaim) (bool, error) {
+	if err := r.Guard.Check(); err != nil {
+		return false, err
+	}
 	if isHeld(out) && !isHeld(base) {
-		failpoint.Pause(failpoint.GrantStatus, c.Namespace+"/"+c.Name)
+		failpoint.Pause(failpoint.GrantStatus, out.Namespace+"/"+out.Name)
 	}
 	if err := r.Status().Patch(ctx, out, seams.claimPatch(base)); err != nil {
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	r.memory.written.note(out)
-	r.trace(TraceClaimWritten, s.name, c.Name)
-	s.wrote.record(c.UID, out, s.name.Name)
+	r.trace(TraceClaimWritten, s.name, out.Name)
+	s.wrote.record(uid, out, s.name.Name)
 	if base.Status.Phase != out.Status.Phase {
 		r.recordTransition(out)
 	}
-	return nil
+	return true, nil
+}
+
+// awaitClaim waits for this process's pending write of c, if any, and moves c's resourceVersion to
+// it, so that a metadata update of c (its finalizers) follows that write and does not conflict
+// with it.
+func (r *Reconciler) awaitClaim(ctx context.Context, c *locksv1alpha1.LockClaim) error {
+	wrote, err := r.memory.lane.await(ctx, c.UID)
+	if wrote != nil {
+		c.ResourceVersion = wrote.ResourceVersion
+	}
+	return err
 }
 
 // finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
@@ -336,6 +414,9 @@ func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.Lo
 func (r *Reconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil
+	}
+	if err := r.awaitClaim(ctx, c); err != nil {
+		return err
 	}
 	r.memory.written.forget(c.UID)
 	return client.IgnoreNotFound(r.Update(ctx, c))
