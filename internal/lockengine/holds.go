@@ -310,23 +310,20 @@ func (r *Reconciler) resumePlace(ctx context.Context, s *lockScope, rec *locksv1
 }
 
 // refreshHolds keeps each held claim's status.expireTime ahead of now, from the Renewer's latest
-// confirmation. The next refresh is the refresh lane's (nextRefresh, refresh.go).
+// confirmations: when its refresh is due, every lock it holds at once (heldParts). The next
+// refresh is the refresh lane's (nextRefresh, refresh.go).
 func (r *Reconciler) refreshHolds(_ context.Context, s *lockScope) (stepResult, error) {
 	for _, c := range s.holders {
-		if several(c) {
-			s.refreshParts(r.Renewer, c)
+		parts, earliest := s.heldParts(c)
+		if !refreshDue(earliest, s.use.ttl, s.now) {
 			continue
 		}
-		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
-		if !tracked || h.Lost {
-			continue
-		}
-		var expire *time.Time
-		if t := c.Status.ExpireTime; t != nil {
-			expire = &t.Time
-		}
-		if refreshDue(expire, s.use.ttl, s.now) && (expire == nil || h.Lease.ExpireTime.After(*expire)) {
-			markRenewed(c, h.RenewTime, h.Lease.ExpireTime)
+		for _, p := range parts {
+			h, tracked := r.Renewer.Lookup(p.key)
+			if !tracked || h.Lost || (p.expire != nil && !h.Lease.ExpireTime.After(*p.expire)) {
+				continue
+			}
+			p.renewed(h)
 		}
 	}
 	return stepResult{}, nil

@@ -339,22 +339,35 @@ func (r *Reconciler) endJoint(ctx context.Context, s *lockScope) error {
 	return err
 }
 
-// refreshParts keeps held several-lock claim c's (its part on s) expiry ahead of now: in its home
-// lock's pass only, and for every part at once, each from the Renewer's latest confirmation of
-// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is
-// rewritten once per refresh rather than once per lock (each a write of the same claim, racing the
-// others'). The other locks' records were read with the pass (loadPartLocks), for their keys and
-// the backend identities they name.
-func (s *lockScope) refreshParts(renewer *renewal.Renewer, c *locksv1alpha1.LockClaim) {
-	if homeLock(c) != s.name.Name {
-		return
+// heldPart is one lock that a held claim holds, as its refresh sees it: the hold's key in the
+// Renewer, the expiry the claim shows for it, and how to write a later one into the claim.
+type heldPart struct {
+	key     renewal.HoldKey
+	expire  *time.Time
+	renewed func(h renewal.Hold)
+}
+
+// heldParts are the holds that the pass refreshes of held claim c, and the earliest expiry it
+// shows (nil: none yet, so a refresh is due). A one-lock claim has one. A several-lock claim's
+// home lock's pass refreshes every part at once, each from the Renewer's latest confirmation of
+// that lock's hold, so that the claim, whose expireTime is the earliest of its parts', is written
+// once per refresh rather than once per lock (each a write of the same claim, racing the others');
+// the other locks' records were read with the pass (loadPartLocks), for their keys and the
+// backend identities they name. The pass of any other of its locks refreshes none of it.
+func (s *lockScope) heldParts(c *locksv1alpha1.LockClaim) (parts []heldPart, earliest *time.Time) {
+	if !several(c) {
+		var expire *time.Time
+		if t := c.Status.ExpireTime; t != nil {
+			expire = &t.Time
+		}
+		return []heldPart{{key: s.holdKey(c.Status.HolderIdentity), expire: expire,
+			renewed: func(h renewal.Hold) { markRenewed(c, h.RenewTime, h.Lease.ExpireTime) }}}, expire
 	}
-	var earliest *time.Time
+	if homeLock(c) != s.name.Name {
+		return nil, nil
+	}
 	if t := earliestExpiry(c.Status.Locks); t != nil {
 		earliest = &t.Time
-	}
-	if !refreshDue(earliest, s.use.ttl, s.now) {
-		return
 	}
 	for i := range c.Status.Locks {
 		part := &c.Status.Locks[i]
@@ -362,15 +375,18 @@ func (s *lockScope) refreshParts(renewer *renewal.Renewer, c *locksv1alpha1.Lock
 		if !ok {
 			continue
 		}
-		h, tracked := renewer.Lookup(key)
-		if !tracked || h.Lost || (part.ExpireTime != nil && !h.Lease.ExpireTime.After(part.ExpireTime.Time)) {
-			continue
+		var expire *time.Time
+		if part.ExpireTime != nil {
+			expire = &part.ExpireTime.Time
 		}
-		part.ExpireTime = micro(h.Lease.ExpireTime)
-		if part.LockName == s.name.Name {
-			markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
-		}
+		parts = append(parts, heldPart{key: key, expire: expire, renewed: func(h renewal.Hold) {
+			part.ExpireTime = micro(h.Lease.ExpireTime)
+			if part.LockName == s.name.Name {
+				markRenewed(c, h.RenewTime, h.Lease.ExpireTime) // the part on this lock, as withPart reads it
+			}
+		}})
 	}
+	return parts, earliest
 }
 
 // partHoldKey names the hold of held several-lock claim c on part's lock: this pass's lock, or
@@ -419,19 +435,6 @@ func (r *Reconciler) loadPartLocks(ctx context.Context, s *lockScope, claims []*
 		}
 	}
 	return nil
-}
-
-// partsRefreshWait is how long until held several-lock claim c's next refresh falls due: in its
-// home lock's pass, from the earliest expiry of its parts (refreshParts renews them all at once);
-// 0 in the pass of any other of its locks.
-func (s *lockScope) partsRefreshWait(c *locksv1alpha1.LockClaim) time.Duration {
-	if homeLock(c) != s.name.Name {
-		return 0
-	}
-	if t := earliestExpiry(c.Status.Locks); t != nil {
-		return refreshWait(t.Time, s.use.ttl, s.now)
-	}
-	return 0
 }
 
 // orphanedPart says, for the pass of lock name that does not exist, how claim c hears of it: a

@@ -18,6 +18,7 @@ package lockengine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,20 +182,19 @@ func (r *Reconciler) loadHolders(ctx context.Context, name types.NamespacedName)
 }
 
 // nextRefresh is how long until the next refresh of the pass's held claims falls due, among
-// those whose hold the Renewer tracks (0: none). A hold it does not track yet is resumed by the
+// those with a hold the Renewer tracks (0: none). A hold it does not track yet is resumed by the
 // lock's pass, which then schedules the lane.
 func (r *Reconciler) nextRefresh(s *lockScope) time.Duration {
 	var wait time.Duration
 	for _, c := range s.holders {
-		if several(c) {
-			wait = soonest(wait, s.partsRefreshWait(c))
+		parts, earliest := s.heldParts(c)
+		if earliest == nil || !slices.ContainsFunc(parts, func(p heldPart) bool {
+			h, tracked := r.Renewer.Lookup(p.key)
+			return tracked && !h.Lost
+		}) {
 			continue
 		}
-		h, tracked := r.Renewer.Lookup(s.holdKey(c.Status.HolderIdentity))
-		if !tracked || h.Lost || c.Status.ExpireTime == nil {
-			continue
-		}
-		wait = soonest(wait, refreshWait(c.Status.ExpireTime.Time, s.use.ttl, s.now))
+		wait = soonest(wait, refreshWait(*earliest, s.use.ttl, s.now))
 	}
 	return wait
 }

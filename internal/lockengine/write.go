@@ -165,7 +165,7 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult,
 	// holder's write, which the handoff waits for.
 	for _, c := range gone {
 		if before := s.before(c.UID); isFinal(c.Status.Phase) && before.Status.Phase != c.Status.Phase {
-			r.recordTransition(c)
+			r.recordTransition(s.name, c)
 		}
 	}
 	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.removeFinalizer(ctx, c) }); err != nil {
@@ -331,7 +331,7 @@ func (r *Reconciler) sendClaim(ctx context.Context, s *lockScope, uid types.UID,
 	r.trace(TraceClaimWritten, s.name, out.Name)
 	s.wrote.record(uid, out, s.name.Name)
 	if base.Status.Phase != out.Status.Phase {
-		r.recordTransition(out)
+		r.recordTransition(s.name, out)
 	}
 	return true, nil
 }
@@ -370,15 +370,17 @@ func (r *Reconciler) finishDeletes(ctx context.Context, s *lockScope) (stepResul
 	return stepResult{}, client.IgnoreNotFound(r.Update(ctx, s.lock))
 }
 
-// recordTransition emits the event of claim's new phase, if it deserves one: Warnings always, the
-// Normal ones of a hot lock thinned (eventthin.go).
-func (r *Reconciler) recordTransition(claim *locksv1alpha1.LockClaim) {
+// recordTransition emits the event of claim's new phase, which the pass of lock wrote, if it
+// deserves one: Warnings always, the Normal ones of a hot lock thinned (eventthin.go). The lock
+// that wrote it is the one whose traffic the thinning weighs: for a claim of several locks, its
+// first lock's pass writes its wait and its grant.
+func (r *Reconciler) recordTransition(lock types.NamespacedName, claim *locksv1alpha1.LockClaim) {
 	eventType, reason, message, ok := transitionEvent(&claim.Status)
 	if !ok {
 		return
 	}
 	if eventType == corev1.EventTypeNormal {
-		record, note := r.memory.events.admit(types.NamespacedName{Namespace: claim.Namespace, Name: homeLock(claim)}, r.Clock.Now())
+		record, note := r.memory.events.admit(lock, r.Clock.Now())
 		if !record {
 			r.Metrics.EventsDropped.WithLabelValues("hot-lock").Inc()
 			return
