@@ -211,10 +211,9 @@ func holdToJoin(s *lockScope, c *locksv1alpha1.LockClaim) *locksv1alpha1.LockHol
 
 // joinable is the live hold waiting claim c may share, with the identity and holder of a current
 // hold (reentrancy); nil for none. An Exclusive claim cannot join a Shared place: that would make
-// a reader a writer beside the other readers. A claim of several locks never joins: it is granted
-// all of them together (joint.go).
+// a reader a writer beside the other readers. A claim of several locks never joins (mayJoin).
 func (r *Reconciler) joinable(s *lockScope, c *locksv1alpha1.LockClaim) *joinable {
-	if several(c) {
+	if !s.base(c.UID).mayJoin() {
 		return nil
 	}
 	rec := seams.holdToJoin(s, c)
@@ -277,7 +276,7 @@ func (r *Reconciler) markQueue(s *lockScope, queue []*queued, delayed bool) time
 		// lock's key grants nothing only for that: the next pass, about a tenth of a second
 		// later, grants and places the waiters behind; a place written now would be out of
 		// date by then, and would cost a write per waiter of a new lock.
-		if !q.tried && !s.use.keyTaken && homeLock(c) == s.name.Name {
+		if !q.tried && !s.use.keyTaken && s.base(c.UID).writesWait(s.name.Name) {
 			w := waitingStatus(waiterPlace{position: position, holders: holders, unusable: s.use.unusable, conflict: s.use.conflict,
 				delayed: delayed, delayUntil: s.lock.Status.LockDelayUntil, delaySeconds: s.lock.Spec.LockDelaySeconds})
 			markWaiting(c, shownPosition(s.before(c.UID).Status.QueuePosition, w.position), w.ready, w.reason, w.message)

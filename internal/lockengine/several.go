@@ -87,6 +87,16 @@ func viewOn(c *locksv1alpha1.LockClaim, lock string) claimView {
 	return claimView{part: partOn(c, lock), whole: c}
 }
 
+// mayJoin says whether the claim may share a live hold of its identity (reentrancy): a one-lock
+// claim may; a claim of several locks never does, since it is granted all of them together
+// (joint.go).
+func (v claimView) mayJoin() bool { return v.whole == nil }
+
+// writesWait says whether the pass of lock writes the claim's waiting status (its place, why it
+// waits): a one-lock claim's lock does; of a several-lock claim's locks, only its home lock, the
+// one writer of the claim while it waits.
+func (v claimView) writesWait(lock string) bool { return v.whole == nil || homeLock(v.whole) == lock }
+
 // toWrite is the patch's base and the claim to write, after the pass of lock changed the view's
 // part to after: for a several-lock claim, the whole claim with the part put back (withPart).
 func (v claimView) toWrite(after *locksv1alpha1.LockClaim, lock string) (base, out *locksv1alpha1.LockClaim) {

@@ -115,3 +115,35 @@ func TestStepBackendErrorStaysInTheLog(t *testing.T) {
 		t.Fatalf("claim a's message %q shows the backend's address", cond.Message)
 	}
 }
+
+// TestStepSeveralLocksNeverJoin: a claim of several locks by the pod that holds one of them does
+// not join that hold, as a second one-lock claim of the pod would: it is granted all its locks
+// together or none, so it waits, and its wait is written by its first lock's pass alone.
+func TestStepSeveralLocksNeverJoin(t *testing.T) {
+	e := newStepEnv(t, interceptor.Funcs{})
+	e.lock("a")
+	e.lock("b")
+	x := e.pod("x")
+	e.claim("x-b", "b", ownedBy(x))
+	e.heldBy("b", "x-b")
+
+	e.claim("x-ab", "", ownedBy(x), onLocks("a", "b"))
+	e.mustPass("b") // b's pass: the claim's wait is not b's to write
+	if got := e.getClaim("x-ab"); got.Status.Phase != "" {
+		t.Fatalf("claim x-ab after its second lock's pass: phase %q, want no status (its first lock's pass writes its wait)", got.Status.Phase)
+	}
+	for range 2 {
+		e.mustPass("a")
+		e.mustPass("b")
+	}
+	got := e.getClaim("x-ab")
+	if got.Status.Phase == locksv1alpha1.ClaimHeld {
+		t.Fatalf("claim x-ab Held while claim x-b holds b: it joined the pod's hold")
+	}
+	if got.Status.Phase != locksv1alpha1.ClaimPending {
+		t.Fatalf("claim x-ab: phase %q, want Pending behind x-b's hold of b", got.Status.Phase)
+	}
+	if e.recordNames("b", "x-ab") {
+		t.Fatalf("lock b's record names claim x-ab beside x-b")
+	}
+}
