@@ -157,7 +157,7 @@ bench-scale: ## Measure the manager at size on a local cluster of 100 kwok nodes
 	hack/bench-scale.sh $(BENCH_SCALE_ARGS)
 
 .PHONY: test-reliability-smoke
-test-reliability-smoke: ## The reliability harness's short smoke set (faults, fenced resource, checkers; a few minutes).
+test-reliability-smoke: ## The reliability harness's short smoke set (faults, fenced resource, checkers), in SMOKE_SHARDS processes at once (default 2; about 6 minutes).
 	hack/test-reliability.sh smoke
 
 .PHONY: test-reliability

@@ -55,5 +55,34 @@ esac
 
 KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh envtest-dir)"
 export KUBEBUILDER_ASSETS
+
+# The smoke set runs in SMOKE_SHARDS processes at once (default 2), each with its own control
+# plane, managers and backend servers: its scenarios mostly wait out workloads and faults, so two
+# at a time fit the two cores CI has and halve the wall time. They share one seed, from which each
+# scenario's own derives by its place in the whole set, so a failure replays as usual (SEED=...
+# SCENARIO=... hack/test-reliability.sh smoke, in one process).
+shards=${SMOKE_SHARDS:-2}
+if [[ $set_name == smoke && $shards -gt 1 && -z ${SCENARIO:-} ]]; then
+  seed=${SEED:-$(( (RANDOM * 32768 + RANDOM) % 999999 + 1 ))}
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  go test -c -tags reliability -o "$dir/reliability.test" ./test/reliability/
+  echo "smoke: $shards shards at once, seed $seed (replay one scenario with SEED=$seed SCENARIO='<backend/name>' $0 smoke)"
+  pids=()
+  for ((i = 0; i < shards; i++)); do
+    (cd test/reliability && exec "$dir/reliability.test" -test.count=1 -test.timeout "$timeout" -test.v -test.run TestReliability \
+      -set smoke -seed "$seed" -shard "$i/$shards" "$@") >"$dir/shard-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0
+  for ((i = 0; i < shards; i++)); do
+    status=ok
+    wait "${pids[$i]}" || { status=FAIL; failed=1; }
+    echo "=== smoke shard $i of $shards: $status"
+    cat "$dir/shard-$i.log"
+  done
+  exit $failed
+fi
+
 exec go test -tags reliability -count=1 -timeout "$timeout" -v -run TestReliability ./test/reliability/ \
   -args -set "$set_name" -seed "${SEED:-0}" -scenario "${SCENARIO:-}" "${doc[@]}" "$@"

@@ -44,6 +44,7 @@ var (
 	scenarioFlag = flag.String("scenario", "", "run only scenarios whose name matches this regexp")
 	docFlag      = flag.String("doc", "", "write the results table between the markers of this file (docs/reliability.md)")
 	stopFlag     = flag.Bool("stop-on-failure", false, "run no scenario after the first that fails (a soak: the failing seed is what matters)")
+	shardFlag    = flag.String("shard", "0/1", "run only the scenarios of shard i of n (i/n: those whose place in the set is i modulo n), so that n processes, each with servers of its own, share a set")
 )
 
 const (
@@ -77,9 +78,18 @@ func TestReliability(t *testing.T) {
 		t.Fatalf("-set must be smoke, full or mutants, not %q", *setFlag)
 	}
 	match := regexp.MustCompile(*scenarioFlag)
+	shard, shards, err := ParseShard(*shardFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shards > 1 && *docFlag != "" {
+		t.Fatal("a shard of a set writes no table: -doc needs the whole set (-shard 0/1)")
+	}
+	// A scenario's place in the set, not in the shard, seeds it: a shard replays alone as it ran.
+	selected := func(i int, s scenario) bool { return i%shards == shard && match.MatchString(s.id()) }
 	needs := map[string]bool{}
-	for _, s := range scenarios {
-		if match.MatchString(s.id()) {
+	for i, s := range scenarios {
+		if selected(i, s) {
 			needs[s.backend] = true
 		}
 	}
@@ -91,7 +101,7 @@ func TestReliability(t *testing.T) {
 	var mutants []MutantResult
 	for i, s := range scenarios {
 		id := s.id()
-		if !match.MatchString(id) {
+		if !selected(i, s) {
 			continue
 		}
 		if *stopFlag && t.Failed() {
