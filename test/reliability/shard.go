@@ -16,14 +16,19 @@ limitations under the License.
 
 package reliability
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // ParseShard reads a shard of a scenario set, "i/n": shard i of n, 0 <= i < n. A set runs in n
 // processes at once, each taking the scenarios whose place in the set is i modulo n.
 func ParseShard(v string) (shard, shards int, err error) {
-	var rest string
-	n, _ := fmt.Sscanf(v+" end", "%d/%d %s", &shard, &shards, &rest)
-	if n != 3 || rest != "end" || shards < 1 || shard < 0 || shard >= shards {
+	i, n, found := strings.Cut(v, "/")
+	shard, errI := strconv.Atoi(i)
+	shards, errN := strconv.Atoi(n)
+	if !found || errI != nil || errN != nil || shards < 1 || shard < 0 || shard >= shards {
 		return 0, 0, fmt.Errorf("-shard must be i/n with 0 <= i < n (e.g. 0/2), not %q", v)
 	}
 	return shard, shards, nil
