@@ -649,6 +649,12 @@ func stampArrival(before, c *locksv1alpha1.LockClaim) {
 	}
 }
 
+// placedByVersion says whether c's place in its queue is still read from its resourceVersion:
+// no status write has stamped its arrival (stampArrival), so any write of it moves it back.
+func placedByVersion(c *locksv1alpha1.LockClaim) bool {
+	return c.Status.Arrival == 0 && c.Status.Phase == ""
+}
+
 // setClaimConditions sets Acquired and Ready. Acquired is True exactly while held.
 func setClaimConditions(c *locksv1alpha1.LockClaim, acquired, ready bool, reason, message string) {
 	status := func(b bool) metav1.ConditionStatus {

@@ -143,3 +143,30 @@ func TestStepOldEntryWithoutClaimReleased(t *testing.T) {
 		t.Fatalf("claim b %s, want Held at once", b.Status.Phase)
 	}
 }
+
+// TestStepUnwrittenClaimKeepsItsFinalizer: claims that an earlier lockctl made with the release
+// finalizer, on a new lock whose first pass only takes the key, keep it through that pass: their
+// place in the queue is read from their resourceVersion until a status write stamps it, and
+// updates shedding it (in parallel, in either order) would move the first claim behind the
+// second. The next pass grants the first and sheds both.
+func TestStepUnwrittenClaimKeepsItsFinalizer(t *testing.T) {
+	e := newStepEnv(t, interceptor.Funcs{})
+	e.lock("db")
+	finalized := func(c *locksv1alpha1.LockClaim) { c.Finalizers = []string{locksv1alpha1.Finalizer} }
+	e.claim("a", "db", finalized)
+	e.claim("b", "db", finalized)
+	e.mustPass("db")
+	for _, name := range []string{"a", "b"} {
+		if c := e.getClaim(name); c.Status.Phase != "" || !slices.Contains(c.Finalizers, locksv1alpha1.Finalizer) {
+			t.Fatalf("claim %s after the pass that took the key: phase %q, finalizers %v; want no status and the finalizer kept", name, c.Status.Phase, c.Finalizers)
+		}
+	}
+	e.mustPass("db")
+	a, b := e.getClaim("a"), e.getClaim("b")
+	if a.Status.Phase != locksv1alpha1.ClaimHeld || b.Status.Phase != locksv1alpha1.ClaimPending {
+		t.Fatalf("claims a %s, b %s; want a Held and b Pending (queue order)", a.Status.Phase, b.Status.Phase)
+	}
+	if len(a.Finalizers) != 0 || len(b.Finalizers) != 0 {
+		t.Fatalf("finalizers a %v, b %v once written; want none", a.Finalizers, b.Finalizers)
+	}
+}

@@ -152,12 +152,18 @@ func leaseRecordKey(name string) string {
 
 // shedFinalizers takes the release finalizer off the claims that an earlier lockwarden gave it,
 // once the record written in this pass names their hold by claim UID (fillRecord): from then on
-// the record releases them. A claim being deleted loses it in writeClaims (removeFinalizer).
+// the record releases them. A claim being deleted loses it in writeClaims (removeFinalizer). A
+// claim with no status yet keeps it until a pass has written one: its place in the queue is read
+// from its resourceVersion until then (stampArrival), and an update of its metadata would move it
+// behind the claims that came after it.
 func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) (stepResult, error) {
 	var shed []*locksv1alpha1.LockClaim
 	for _, c := range s.claims {
 		if s.vanished[c.UID] || !c.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(c, locksv1alpha1.Finalizer) {
 			continue
+		}
+		if placedByVersion(c) {
+			continue // the pass wrote no status: a new lock's first pass only takes its key
 		}
 		if i := recordIndex(s.lock.Status.Holders, c); i >= 0 && s.lock.Status.Holders[i].ClaimUID == "" {
 			continue // its entry is filled in by a later pass (a lock being deleted writes none)
