@@ -52,16 +52,15 @@ type heldLane struct {
 	inFlight sync.WaitGroup
 }
 
-// laneWrite is one claim's pending write: the claim as the write makes it, the resourceVersion
-// the write is preconditioned on, the write itself (which returns the claim as written, nil when
-// it found the claim gone), and its outcome once done is closed.
+// laneWrite is one claim's pending write: the claim as the write makes it, at the resourceVersion
+// the write is preconditioned on; the write itself (which returns the claim as written, nil when
+// it found the claim gone); and its outcome once done is closed.
 type laneWrite struct {
-	want   *locksv1alpha1.LockClaim
-	baseRV string
-	write  func() (*locksv1alpha1.LockClaim, error)
-	done   chan struct{}
-	wrote  *locksv1alpha1.LockClaim
-	err    error
+	want  *locksv1alpha1.LockClaim
+	write func() (*locksv1alpha1.LockClaim, error)
+	done  chan struct{}
+	wrote *locksv1alpha1.LockClaim
+	err   error
 }
 
 // errEarlierWriteFailed is the outcome of a lane write that did not run because the one before it
@@ -119,15 +118,16 @@ func (l *heldLane) start(lock types.NamespacedName, writes []*laneWrite, failed 
 func (l *heldLane) overlay(read *locksv1alpha1.LockClaim) *locksv1alpha1.LockClaim {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if w := l.pending[read.UID]; w != nil && w.baseRV == read.ResourceVersion {
+	if w := l.pending[read.UID]; w != nil && w.want.ResourceVersion == read.ResourceVersion {
 		return w.want
 	}
 	return read
 }
 
-// await waits for claim uid's pending write, if any, and returns the claim as it wrote it (nil
-// when there was none, or it found the claim gone); err is the write's error, or ctx's if it ends
-// first.
+// await waits for claim uid's pending write, if any, and returns the claim as it wrote it: nil when
+// there was none, it found the claim gone or it failed. A failed write was reported (start's
+// failed, which wakes the lock), and the claim is then as the caller read it. The error is ctx's,
+// if it ends first.
 func (l *heldLane) await(ctx context.Context, uid types.UID) (*locksv1alpha1.LockClaim, error) {
 	l.mu.Lock()
 	w := l.pending[uid]
@@ -137,7 +137,7 @@ func (l *heldLane) await(ctx context.Context, uid types.UID) (*locksv1alpha1.Loc
 	}
 	select {
 	case <-w.done:
-		return w.wrote, w.err
+		return w.wrote, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

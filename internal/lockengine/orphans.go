@@ -44,7 +44,7 @@ func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 		switch {
 		case !c.DeletionTimestamp.IsZero():
 			r.Renewer.Forget(key)
-			errs = append(errs, r.removeFinalizer(ctx, c))
+			errs = append(errs, r.removeFinalizer(ctx, s, c))
 			continue
 		case isHeld(c):
 			r.Renewer.Forget(key)
@@ -54,7 +54,7 @@ func (r *Reconciler) reconcileOrphans(ctx context.Context, s *lockScope) error {
 		}
 		errs = append(errs, r.writeClaim(ctx, s, c))
 		// A finalizer from an earlier lockwarden, which released through it: nothing is held here.
-		errs = append(errs, r.shedFinalizer(ctx, c))
+		errs = append(errs, r.shedFinalizer(ctx, s, c))
 	}
 	return errors.Join(errs...)
 }

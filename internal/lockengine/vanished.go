@@ -170,15 +170,15 @@ func (r *Reconciler) shedFinalizers(ctx context.Context, s *lockScope) (stepResu
 		}
 		shed = append(shed, c)
 	}
-	return stepResult{}, inParallel(shed, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.shedFinalizer(ctx, c) })
+	return stepResult{}, inParallel(shed, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.shedFinalizer(ctx, s, c) })
 }
 
 // shedFinalizer takes the release finalizer off a claim that is not being deleted.
-func (r *Reconciler) shedFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
+func (r *Reconciler) shedFinalizer(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil
 	}
-	if err := r.awaitClaim(ctx, c); err != nil {
+	if err := r.awaitClaim(ctx, s, c); err != nil {
 		return err
 	}
 	if err := r.Update(ctx, c); err != nil {

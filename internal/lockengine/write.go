@@ -168,7 +168,7 @@ func (r *Reconciler) writeClaims(ctx context.Context, s *lockScope) (stepResult,
 			r.recordTransition(s.name, c)
 		}
 	}
-	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.removeFinalizer(ctx, c) }); err != nil {
+	if err := inParallel(gone, claimWriters, func(c *locksv1alpha1.LockClaim) error { return r.removeFinalizer(ctx, s, c) }); err != nil {
 		return stepResult{}, err
 	}
 	chunk := r.lowChunk(s, low)
@@ -278,7 +278,7 @@ func (r *Reconciler) writeGranted(ctx context.Context, s *lockScope, granted []*
 		// the pass goes on reading c.
 		want, out := c.DeepCopy(), out.DeepCopy()
 		want.ResourceVersion = base.ResourceVersion
-		writes = append(writes, &laneWrite{want: want, baseRV: base.ResourceVersion, write: func() (*locksv1alpha1.LockClaim, error) {
+		writes = append(writes, &laneWrite{want: want, write: func() (*locksv1alpha1.LockClaim, error) {
 			if wrote, err := r.sendClaim(ctx, s, want.UID, base, out); !wrote || err != nil {
 				return nil, err
 			}
@@ -295,15 +295,11 @@ func (r *Reconciler) writeGranted(ctx context.Context, s *lockScope, granted []*
 }
 
 // claimWrite is what writing c takes: the claim as the API server has it, after this process's
-// pending write of it if any (heldLane.await), and as the write makes it; out is nil when there
-// is nothing to write.
+// pending write of it if any (awaitWrite), and as the write makes it; out is nil when there is
+// nothing to write.
 func (r *Reconciler) claimWrite(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) (base, out *locksv1alpha1.LockClaim, err error) {
-	wrote, err := r.memory.lane.await(ctx, c.UID)
-	if err != nil {
+	if err := r.awaitWrite(ctx, s, c.UID); err != nil {
 		return nil, nil, err
-	}
-	if wrote != nil {
-		s.wrote.record(c.UID, wrote, s.name.Name)
 	}
 	v := s.base(c.UID)
 	if s.vanished[c.UID] || sameClaimStatus(&v.part.Status, &c.Status) {
@@ -313,6 +309,17 @@ func (r *Reconciler) claimWrite(ctx context.Context, s *lockScope, c *locksv1alp
 	base, out = v.toWrite(c, s.name.Name)
 	stampArrival(base, out)
 	return base, out, nil
+}
+
+// awaitWrite waits for this process's pending Held write of claim uid, if any (heldLane.await),
+// and records what it wrote as the pass's base of the claim. A write of this very pass records
+// itself (sendClaim); one of an earlier pass is recorded here.
+func (r *Reconciler) awaitWrite(ctx context.Context, s *lockScope, uid types.UID) error {
+	wrote, err := r.memory.lane.await(ctx, uid)
+	if wrote != nil {
+		s.wrote.record(uid, wrote, s.name.Name)
+	}
+	return err
 }
 
 // sendClaim patches claim uid from base to out and says whether it wrote it (not when the claim
@@ -337,14 +344,15 @@ func (r *Reconciler) sendClaim(ctx context.Context, s *lockScope, uid types.UID,
 }
 
 // awaitClaim waits for this process's pending write of c, if any, and moves c's resourceVersion to
-// it, so that a metadata update of c (its finalizers) follows that write and does not conflict
-// with it.
-func (r *Reconciler) awaitClaim(ctx context.Context, c *locksv1alpha1.LockClaim) error {
-	wrote, err := r.memory.lane.await(ctx, c.UID)
-	if wrote != nil {
-		c.ResourceVersion = wrote.ResourceVersion
+// the claim as the pass last knows it, so that a metadata update of c (its finalizers) follows the
+// pass's writes and does not conflict with them. The held lane writes a copy of c, which keeps the
+// resourceVersion it was read at, and its write may be done before this is called.
+func (r *Reconciler) awaitClaim(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
+	if err := r.awaitWrite(ctx, s, c.UID); err != nil {
+		return err
 	}
-	return err
+	c.ResourceVersion = s.base(c.UID).part.ResourceVersion
+	return nil
 }
 
 // finishDeletes lets the lock go once it is being deleted and no claim holds or waits for it
@@ -413,11 +421,11 @@ func (r *Reconciler) lowChunkDone(s *lockScope, low, written []*locksv1alpha1.Lo
 
 // removeFinalizer lets go a deleted claim that an earlier lockwarden gave the release finalizer,
 // once the lock record that released it is written (a no-op for claims without it).
-func (r *Reconciler) removeFinalizer(ctx context.Context, c *locksv1alpha1.LockClaim) error {
+func (r *Reconciler) removeFinalizer(ctx context.Context, s *lockScope, c *locksv1alpha1.LockClaim) error {
 	if !controllerutil.RemoveFinalizer(c, locksv1alpha1.Finalizer) {
 		return nil
 	}
-	if err := r.awaitClaim(ctx, c); err != nil {
+	if err := r.awaitClaim(ctx, s, c); err != nil {
 		return err
 	}
 	r.memory.written.forget(c.UID)
