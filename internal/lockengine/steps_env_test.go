@@ -55,7 +55,7 @@ const stepNamespace = "team"
 
 // stepEnv is one step test's world.
 type stepEnv struct {
-	t      *testing.T
+	t      testing.TB
 	client client.WithWatch
 	// store is the backend every lock of the test uses (the built-in backend's place).
 	store *fake.Backend
@@ -69,7 +69,7 @@ type stepEnv struct {
 
 // newStepEnv builds a reconciler on a fake client whose calls funcs may intercept (zero value:
 // none).
-func newStepEnv(t *testing.T, funcs interceptor.Funcs) *stepEnv {
+func newStepEnv(t testing.TB, funcs interceptor.Funcs) *stepEnv {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -164,7 +164,7 @@ var _ = Describe("Acquire", func() {
 		}).Should(Equal(locksv1alpha1.ClaimPending))
 
 		_, err = locks.Acquire(ctx(), lockclient.Request{Namespace: ns, Lock: "db", Pod: podRef(late), Timeout: 10 * time.Second})
-		Expect(err).To(MatchError(lockclient.ErrLockBusy))
+		Expect(err).To(MatchError(lockclient.ErrLockBusy), queueOf(ns, "db"))
 		Expect(err.Error()).To(ContainSubstring("queue is full (maxQueue 1)"))
 	})
 

@@ -18,15 +18,19 @@ package lockclient_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -124,6 +128,32 @@ func claimsOf(ns string) func(g Gomega) []locksv1alpha1.LockClaim {
 		list := &locksv1alpha1.LockClaimList{}
 		g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
 		return list.Items
+	}
+}
+
+// queueOf describes the claims of namespace ns and its lock's record, for a failure's message:
+// what the controller had decided when an outcome was not the one expected.
+func queueOf(ns, lock string) func() string {
+	return func() string {
+		var b strings.Builder
+		list := &locksv1alpha1.LockClaimList{}
+		if err := k8sClient.List(ctx(), list, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+		for _, c := range list.Items {
+			acquired := meta.FindStatusCondition(c.Status.Conditions, locksv1alpha1.ConditionAcquired)
+			fmt.Fprintf(&b, "claim %s (created %s, arrival %d, rv %s): phase %q, position %d", c.Name,
+				c.CreationTimestamp.Format(time.RFC3339), c.Status.Arrival, c.ResourceVersion, c.Status.Phase, c.Status.QueuePosition)
+			if acquired != nil {
+				fmt.Fprintf(&b, ", %s/%s: %s", acquired.Status, acquired.Reason, acquired.Message)
+			}
+			b.WriteString("\n")
+		}
+		l := &locksv1alpha1.DistributedLock{}
+		if err := k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: lock}, l); err == nil {
+			fmt.Fprintf(&b, "lock %s: maxQueue %v, holders %d, waiting %d\n", lock, ptr.Deref(l.Spec.MaxQueue, -1), len(l.Status.Holders), l.Status.Waiting)
+		}
+		return b.String()
 	}
 }
 
