@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,15 +80,14 @@ const (
 	evictPod
 )
 
-// evictionFor decides what to do about claim, given its lock and its holder pod (either nil when
-// absent).
-func evictionFor(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock, pod *corev1.Pod) evictionAction {
+// evictionFor decides what to do about claim, given the locks it names that exist and its holder
+// pod (nil when absent). A claim of several locks is evicted for if any of them asks for it: its
+// pod holds them all on one token set, and runs on with all of them once one is lost.
+func evictionFor(claim *locksv1alpha1.LockClaim, locks []*locksv1alpha1.DistributedLock, pod *corev1.Pod) evictionAction {
 	switch {
 	case claim.Spec.Holder == nil, claim.Spec.Holder.PodName == "":
 		return evictNothing
-	case lock == nil || lock.Spec.LossPolicy != locksv1alpha1.LossPolicyEvict:
-		return evictNothing
-	case claim.Status.Phase != locksv1alpha1.ClaimLost && !nodeLossEnded(claim, lock, pod):
+	case !slices.ContainsFunc(locks, func(l *locksv1alpha1.DistributedLock) bool { return asksEviction(claim, l, pod) }):
 		return evictNothing
 	case meta.IsStatusConditionTrue(claim.Status.Conditions, locksv1alpha1.ConditionEvicted):
 		return evictNothing
@@ -95,6 +95,13 @@ func evictionFor(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.Distributed
 		return evictGone
 	}
 	return evictPod
+}
+
+// asksEviction says whether lock's lossPolicy asks for claim's pod to be evicted: Evict, and the
+// claim lost its hold or its pod's node ended it.
+func asksEviction(claim *locksv1alpha1.LockClaim, lock *locksv1alpha1.DistributedLock, pod *corev1.Pod) bool {
+	return lock.Spec.LossPolicy == locksv1alpha1.LossPolicyEvict &&
+		(claim.Status.Phase == locksv1alpha1.ClaimLost || nodeLossEnded(claim, lock, pod))
 }
 
 // nodeLossEnded says whether claim's hold was ended by its pod's node (holderNodeLossSeconds):
@@ -135,12 +142,16 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !endedPodClaim(claim) {
 		return ctrl.Result{}, nil
 	}
-	lock := &locksv1alpha1.DistributedLock{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.LockName}, lock); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+	var locks []*locksv1alpha1.DistributedLock
+	for _, name := range claim.Spec.Locks() {
+		lock := &locksv1alpha1.DistributedLock{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, lock); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+			continue
 		}
-		lock = nil
+		locks = append(locks, lock)
 	}
 	pod := &corev1.Pod{}
 	if err := r.Pods.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Holder.PodName}, pod); err != nil {
@@ -149,7 +160,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		pod = nil
 	}
-	if evictionFor(claim, lock, pod) != evictPod {
+	if evictionFor(claim, locks, pod) != evictPod {
 		return ctrl.Result{}, nil
 	}
 	if err := r.Guard.Check(); err != nil {

@@ -65,13 +65,25 @@ func TestEvictionFor(t *testing.T) {
 	notifyNodeLoss := notify.DeepCopy()
 	notifyNodeLoss.Spec.HolderNodeLossSeconds = ptr.To[int32](30)
 
-	cases := []struct {
+	several := func(c *locksv1alpha1.LockClaim) *locksv1alpha1.LockClaim {
+		c = c.DeepCopy()
+		c.Spec.LockName, c.Spec.LockNames = "", []string{"db", "cache"}
+		return c
+	}
+	one := func(l *locksv1alpha1.DistributedLock) []*locksv1alpha1.DistributedLock {
+		if l == nil {
+			return nil
+		}
+		return []*locksv1alpha1.DistributedLock{l}
+	}
+	type evictionCase struct {
 		name  string
 		claim *locksv1alpha1.LockClaim
 		lock  *locksv1alpha1.DistributedLock
 		pod   *corev1.Pod
 		want  evictionAction
-	}{
+	}
+	cases := []evictionCase{
 		{"lost under Evict", lost, evict, pod, evictPod},
 		{"lost under Notify", lost, notify, pod, evictNothing},
 		{"lock gone", lost, nil, pod, evictNothing},
@@ -107,7 +119,28 @@ func TestEvictionFor(t *testing.T) {
 		}), evictNodeLoss, pod, evictNothing},
 	}
 	for _, c := range cases {
-		if got := evictionFor(c.claim, c.lock, c.pod); got != c.want {
+		if got := evictionFor(c.claim, one(c.lock), c.pod); got != c.want {
+			t.Errorf("%s: evictionFor = %d, want %d", c.name, got, c.want)
+		}
+	}
+
+	// A claim of several locks: evicted for when any of its locks asks for it (a pod holds them
+	// all, and runs on with every one once the claim is lost).
+	for _, c := range []struct {
+		name  string
+		claim *locksv1alpha1.LockClaim
+		locks []*locksv1alpha1.DistributedLock
+		pod   *corev1.Pod
+		want  evictionAction
+	}{
+		{"several locks, lost, one under Evict", several(lost), []*locksv1alpha1.DistributedLock{notify, evict}, pod, evictPod},
+		{"several locks, lost, the Evict one gone", several(lost), []*locksv1alpha1.DistributedLock{notify}, pod, evictNothing},
+		{"several locks, lost, all under Notify", several(lost), []*locksv1alpha1.DistributedLock{notify, notify}, pod, evictNothing},
+		{"several locks, node lost, Evict on a lock with holderNodeLossSeconds", several(nodeLost), []*locksv1alpha1.DistributedLock{notifyNodeLoss, evictNodeLoss}, pod, evictPod},
+		{"several locks, node lost, Evict only where holderNodeLossSeconds is unset", several(nodeLost), []*locksv1alpha1.DistributedLock{notifyNodeLoss, evict}, pod, evictNothing},
+		{"several locks, lost, pod replaced", several(lost), []*locksv1alpha1.DistributedLock{notify, evict}, replaced, evictGone},
+	} {
+		if got := evictionFor(c.claim, c.locks, c.pod); got != c.want {
 			t.Errorf("%s: evictionFor = %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -175,6 +175,22 @@ var _ = Describe("lossPolicy", func() {
 		Eventually(evicted).Should(Equal("True/HolderEvicted"))
 	})
 
+	It("Evict evicts the holder pod of a lost claim of several locks when one of them asks for it", func() {
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backendName })
+		newLock(ns, "cache", func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.BackendRef.Name = backendName
+			l.Spec.LossPolicy = locksv1alpha1.LossPolicyEvict
+		})
+		newPod(ns, "p1")
+		newClaim(ns, "a", "", "p1", func(c *locksv1alpha1.LockClaim) { c.Spec.LockNames = []string{"db", "cache"} })
+		Eventually(phaseOf(ns, "a")).Should(Equal(held))
+
+		faultyStore.Steal("lockwarden/"+ns+"/db", "intruder") // the lock under Notify: the claim is lost whole
+		Eventually(phaseOf(ns, "a")).WithTimeout(15 * time.Second).Should(Equal(locksv1alpha1.ClaimLost))
+		Eventually(podDeleting).Should(BeTrue(), "the holder pod is evicted: lock cache asks for it")
+		Eventually(evicted).Should(Equal("True/HolderEvicted"))
+	})
+
 	It("Notify, the default, leaves the pod running", func() {
 		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.BackendRef.Name = backendName })
 		newPod(ns, "p1")
