@@ -91,6 +91,18 @@ func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, 
 	return claim, nil
 }
 
+// heldBefore says whether owner (a pod, or a workload object) held its lock once: the controller
+// writes the token annotation only on an owner whose claim holds, beside the holder annotation,
+// which names the claim's identity, the owner's own UID. An object copied from one that held
+// (kubectl get -o yaml and create, kubectl debug --copy-to) carries both annotations with another
+// UID: it never held, and is not taken for one whose claim was deleted (no claim, no event,
+// suspended for ever); it queues as any new object does.
+func heldBefore(owner metav1.Object) bool {
+	annotations := owner.GetAnnotations()
+	_, token := annotations[locksv1alpha1.PodFencingTokenAnnotation]
+	return token && annotations[locksv1alpha1.PodHolderAnnotation] == string(owner.GetUID())
+}
+
 // madeFor says whether claim is one the controller makes for holder on lock lockName: that lock,
 // and that holder exactly (a pod, or a workload object), with no identity of its own.
 func madeFor(claim *locksv1alpha1.LockClaim, lockName string, holder locksv1alpha1.ClaimHolder) bool {

@@ -117,3 +117,25 @@ func TestCreateOwnedClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldBefore: an owner held its lock once only if the token annotation is there beside a
+// holder annotation naming the owner's own UID; an object copied from one that held carries both
+// with another UID.
+func TestHeldBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        bool
+	}{
+		{"never held", map[string]string{locksv1alpha1.PodLockAnnotation: "db"}, false},
+		{"held: its token and its own UID", map[string]string{locksv1alpha1.PodFencingTokenAnnotation: "7", locksv1alpha1.PodHolderAnnotation: "uid-1"}, true},
+		{"copied from an object that held", map[string]string{locksv1alpha1.PodFencingTokenAnnotation: "7", locksv1alpha1.PodHolderAnnotation: "uid-0"}, false},
+		{"a token without a holder (written by hand)", map[string]string{locksv1alpha1.PodFencingTokenAnnotation: "7"}, false},
+		{"a holder without a token", map[string]string{locksv1alpha1.PodHolderAnnotation: "uid-1"}, false},
+	} {
+		owner := &metav1.ObjectMeta{Name: "web-0", UID: "uid-1", Annotations: tc.annotations}
+		if got := heldBefore(owner); got != tc.want {
+			t.Errorf("%s: heldBefore = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

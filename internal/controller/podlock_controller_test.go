@@ -208,6 +208,27 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Expect(podEventReasons(ns, "evict-pod")(Default)).To(ContainElement(locksv1alpha1.ReasonHolderEvicted))
 	})
 
+	It("copied from a pod that held (kubectl debug --copy-to), with its token and holder annotations, queue as new pods", func() {
+		ns := newNamespace()
+		newLock(ns, "db", func(l *locksv1alpha1.DistributedLock) { l.Spec.LossPolicy = locksv1alpha1.LossPolicyEvict })
+		newLockPod(ns, "web-0", "db", true)
+		Eventually(podState(ns, "web-0")).Should(MatchRegexp(`^ungated/\d+$`))
+		orig := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "web-0"}, orig)).To(Succeed())
+
+		copied := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-0-debug", Annotations: map[string]string{
+			locksv1alpha1.PodLockAnnotation:         "db",
+			locksv1alpha1.PodFencingTokenAnnotation: orig.Annotations[locksv1alpha1.PodFencingTokenAnnotation],
+			locksv1alpha1.PodHolderAnnotation:       orig.Annotations[locksv1alpha1.PodHolderAnnotation]}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}},
+				SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}}}
+		Expect(k8sClient.Create(ctx(), copied)).To(Succeed())
+		claimName := lockclient.ClaimName(copied.Name, copied.UID, "db")
+		Eventually(phaseOf(ns, claimName)).Should(Equal(locksv1alpha1.ClaimPending), "the copy never held: it queues behind web-0")
+		Expect(podEventReasons(ns, copied.Name)(Default)).NotTo(ContainElement(locksv1alpha1.ReasonClaimDeleted))
+		Expect(podDeletingNow(ns, copied.Name)(Default)).To(BeFalse(), "a copy is never evicted for a loss it did not have")
+	})
+
 	It("get a claim and the token annotation without a gate too", func() {
 		ns := newNamespace()
 		newLock(ns, "db")

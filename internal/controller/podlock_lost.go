@@ -34,13 +34,6 @@ import (
 // lossPolicy Evict, evict it (claimLost). podlock_controller.go's Reconcile decides when; a pod
 // whose claim ended but still exists is followClaim's.
 
-// heldBefore says whether the pod held its lock once: the pod lock controller writes the token
-// annotation only on a pod whose claim holds.
-func heldBefore(pod *corev1.Pod) bool {
-	_, ok := pod.Annotations[locksv1alpha1.PodFencingTokenAnnotation]
-	return ok
-}
-
 // claimGone confirms on the API server that the claim called name, missing from the cache, is
 // gone: the claim and pod caches are fed by separate watches, and a pod that carries its token
 // while the cache does not show its claim yet (just after a restart, say) must not be told it lost

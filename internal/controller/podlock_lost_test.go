@@ -39,7 +39,7 @@ import (
 func TestClaimLostOnlyWhenTheAPIServerHasNoClaim(t *testing.T) {
 	scheme := unitScheme(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-0", UID: "uid-1", Annotations: map[string]string{
-		locksv1alpha1.PodLockAnnotation: "db", locksv1alpha1.PodFencingTokenAnnotation: "4000000000001024"}},
+		locksv1alpha1.PodLockAnnotation: "db", locksv1alpha1.PodFencingTokenAnnotation: "4000000000001024", locksv1alpha1.PodHolderAnnotation: "uid-1"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
 	lock := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "db"}}
 	claim := &locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team",

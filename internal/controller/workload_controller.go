@@ -94,7 +94,7 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, err
-	case claim == nil && r.heldBefore(obj):
+	case claim == nil && heldBefore(obj):
 		// Its claim was deleted after the run was resumed: it is not queued again (a run that
 		// lost its lock must not quietly get a new token).
 		return ctrl.Result{}, nil
@@ -159,13 +159,6 @@ func (r *WorkloadLockReconciler) owner(obj *unstructured.Unstructured) claimOwne
 			r.Kind.GVK.Kind, r.Kind.SuspendedState())
 	}
 	return o
-}
-
-// heldBefore says whether the object was resumed with a token once: the controller writes the
-// token annotation only on an object whose claim holds.
-func (r *WorkloadLockReconciler) heldBefore(obj *unstructured.Unstructured) bool {
-	_, ok := obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation]
-	return ok
 }
 
 // followClaim resumes the object, with its token, once its claim holds; and says on the object

@@ -93,6 +93,27 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 		Expect(second).To(BeNumerically(">", claim.Status.FencingToken))
 	})
 
+	It("queues a Job created from one that held, with its token and holder annotations copied, as a new Job", func() {
+		newLock(ns, "db")
+		first := newLockJob(ns, "migrate-1", "db", true)
+		Eventually(jobState(ns, "migrate-1")).Should(MatchRegexp(`^running/\d+/\d+$`))
+		orig := &batchv1.Job{}
+		Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(first), orig)).To(Succeed())
+
+		// kubectl get job -o yaml, a new name, kubectl create: the annotations come along.
+		copied := newLockJob(ns, "migrate-1-again", "db", true,
+			locksv1alpha1.PodFencingTokenAnnotation, orig.Annotations[locksv1alpha1.PodFencingTokenAnnotation],
+			locksv1alpha1.PodHolderAnnotation, orig.Annotations[locksv1alpha1.PodHolderAnnotation])
+		claimName := locksv1alpha1.WorkloadClaimName(copied.Name, copied.UID, "db")
+		Eventually(phaseOf(ns, claimName)).Should(Equal(locksv1alpha1.ClaimPending), "the copy never held: it queues behind migrate-1")
+		Expect(jobState(ns, copied.Name)(Default)).To(HavePrefix("suspended/"))
+
+		finishJob(first, batchv1.JobComplete)
+		Eventually(phaseOf(ns, claimName)).Should(Equal(held))
+		token := strconv.FormatInt(claimOf(ns, claimName)(Default).Status.FencingToken, 10)
+		Eventually(jobState(ns, copied.Name)).Should(Equal("running/" + token + "/" + token))
+	})
+
 	It("takes the claim's mode and wait timeout from the Job's annotations, and leaves a Job whose wait ended suspended", func() {
 		newLock(ns, "db")
 		newClaim(ns, "holder", "db", "")
