@@ -309,3 +309,19 @@ func TestNotesCommandsNameTheChartsObjects(t *testing.T) {
 	g.Expect(crd.Spec.Names.ShortNames).To(ContainElement("lclaim"))
 	g.Expect(crd.Spec.Names.Categories).To(ContainElement("locks"))
 }
+
+// TestNotesSayWhenTheAdmissionPoliciesAreMissing: where the chart installs without the policies
+// that gate annotated pods and suspend annotated Jobs, the notes say that the annotation alone
+// holds nothing back, and what to do instead; where it installs them, they say nothing of it.
+func TestNotesSayWhenTheAdmissionPoliciesAreMissing(t *testing.T) {
+	g := NewWithT(t)
+	notes, objs := installDryRun(t)
+	g.Expect(objs.ofKind("MutatingAdmissionPolicy")).NotTo(BeEmpty(), "the test's API server serves the policies' API")
+	g.Expect(notes).NotTo(ContainSubstring("NOTE: the admission policies"))
+
+	notes, objs = installDryRun(t, "--set", "admissionPolicy.enabled=false")
+	g.Expect(objs.ofKind("MutatingAdmissionPolicy")).To(BeEmpty())
+	g.Expect(notes).To(ContainSubstring("NOTE: the admission policies that gate annotated pods and suspend annotated Jobs are not installed\n(admissionPolicy.enabled is false)."))
+	g.Expect(notes).To(ContainSubstring("give pod\ntemplates the scheduling gate locks.lockwarden.io/lock and create Jobs with spec.suspend: true"))
+	g.Expect(notes).To(ContainSubstring("Warning\nevent NotGated"))
+}

@@ -56,9 +56,9 @@ type claimOwner struct {
 	// label is the claim's label that names obj (PodClaimLabel or WorkloadClaimLabel).
 	label string
 	// notWaiting, when set, says why obj does not wait for the claim it gets (a workload object
-	// created running): the event of the claim's creation is then the Warning NotSuspended, this
-	// sentence at its end.
-	notWaiting string
+	// created running, a pod without its scheduling gate): the event of the claim's creation is
+	// then a Warning of reason notWaitingReason (NotSuspended, NotGated), this sentence at its end.
+	notWaiting, notWaitingReason string
 }
 
 // errForeignClaim says that a claim of the owner's claim name is not the owner's own: it goes with
@@ -143,7 +143,7 @@ func createOwnedClaim(ctx context.Context, c client.Writer, recorder events.Even
 	}
 	msg := fmt.Sprintf("Created LockClaim %s for lock %s", name, lockName)
 	if owner.notWaiting != "" {
-		recorder.Eventf(obj, claim, corev1.EventTypeWarning, "NotSuspended", "WaitForLock", "%s; %s", msg, owner.notWaiting)
+		recorder.Eventf(obj, claim, corev1.EventTypeWarning, owner.notWaitingReason, "WaitForLock", "%s; %s", msg, owner.notWaiting)
 		return claim, nil
 	}
 	recorder.Eventf(obj, claim, corev1.EventTypeNormal, "ClaimCreated", "WaitForLock", "%s", msg)

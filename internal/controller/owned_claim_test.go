@@ -41,7 +41,12 @@ func TestCreateOwnedClaim(t *testing.T) {
 	scheme := unitScheme(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-0", UID: "pod-uid",
 		Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: "db", locksv1alpha1.LockPriorityAnnotation: "3",
-			locksv1alpha1.LockWaitTimeoutAnnotation: "10"}}}
+			locksv1alpha1.LockWaitTimeoutAnnotation: "10"}},
+		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: locksv1alpha1.PodSchedulingGate}}}}
+	ungated := pod.DeepCopy()
+	ungated.Spec.SchedulingGates = nil
+	standby := ungated.DeepCopy()
+	standby.Annotations[locksv1alpha1.PodLockWaitAnnotation] = locksv1alpha1.PodLockWaitStandby
 	job := func(suspend bool, annotations map[string]string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(workloads.Job)
@@ -68,6 +73,15 @@ func TestCreateOwnedClaim(t *testing.T) {
 		wantEvent string // "" for none
 	}{
 		"a pod": {owner: podOwner(pod),
+			wantSpec: &locksv1alpha1.LockClaimSpec{LockName: "db", Priority: 3, Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}},
+			wantRef:  metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "web-0", UID: "pod-uid", Controller: ptr.To(true)}, wantLabel: locksv1alpha1.PodClaimLabel,
+			wantEvent: "Normal ClaimCreated Created LockClaim the-claim for lock db"},
+		"a pod without its scheduling gate": {owner: podOwner(ungated),
+			wantSpec: &locksv1alpha1.LockClaimSpec{LockName: "db", Priority: 3, Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}},
+			wantRef:  metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "web-0", UID: "pod-uid", Controller: ptr.To(true)}, wantLabel: locksv1alpha1.PodClaimLabel,
+			wantEvent: "Warning NotGated Created LockClaim the-claim for lock db; the pod came without the scheduling gate locks.lockwarden.io/lock, so it runs without waiting for the lock: " +
+				"give its template the gate, let the admission policy add it (docs/install.md), or annotate it locks.lockwarden.io/lock-wait: Standby if running beside the holder is meant"},
+		"a Standby pod, ungated as it should be": {owner: podOwner(standby),
 			wantSpec: &locksv1alpha1.LockClaimSpec{LockName: "db", Priority: 3, Holder: &locksv1alpha1.ClaimHolder{PodName: "web-0"}},
 			wantRef:  metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "web-0", UID: "pod-uid", Controller: ptr.To(true)}, wantLabel: locksv1alpha1.PodClaimLabel,
 			wantEvent: "Normal ClaimCreated Created LockClaim the-claim for lock db"},

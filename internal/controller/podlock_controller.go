@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -245,10 +246,28 @@ func (r *PodLockReconciler) ownClaim(ctx context.Context, pod *corev1.Pod, name,
 	return controlledClaim(ctx, r.Client, pod, name, lockName, podOwner(pod).holder)
 }
 
-// podOwner is the pod as the owner of its claim (owned_claim.go).
+// podOwner is the pod as the owner of its claim (owned_claim.go). A pod that waits gated (the
+// default lock-wait) but came without the gate is told so when its claim is made: it was not held
+// back, and runs beside the holder. That is what happens where the admission policy that adds the
+// gate is not installed (clusters before 1.36, a namespace its selector leaves out) or skips the
+// pod (one created bound to a node).
 func podOwner(pod *corev1.Pod) claimOwner {
-	return claimOwner{obj: pod, apiVersion: "v1", kind: "Pod", annotations: ownerPod,
+	o := claimOwner{obj: pod, apiVersion: "v1", kind: "Pod", annotations: ownerPod,
 		holder: locksv1alpha1.ClaimHolder{PodName: pod.Name}, label: locksv1alpha1.PodClaimLabel}
+	if pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] != locksv1alpha1.PodLockWaitStandby && !hasLockGate(pod) {
+		o.notWaitingReason = "NotGated"
+		o.notWaiting = fmt.Sprintf("the pod came without the scheduling gate %s, so it runs without waiting for the lock: "+
+			"give its template the gate, let the admission policy add it (docs/install.md), or annotate it %s: %s if running beside the holder is meant",
+			locksv1alpha1.PodSchedulingGate, locksv1alpha1.PodLockWaitAnnotation, locksv1alpha1.PodLockWaitStandby)
+	}
+	return o
+}
+
+// hasLockGate says whether the pod carries lockwarden's scheduling gate.
+func hasLockGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == locksv1alpha1.PodSchedulingGate
+	})
 }
 
 // mayClaim says whether the pod's service account may create LockClaims in its namespace
@@ -291,9 +310,7 @@ func podAsksForLock(o client.Object) bool {
 	if _, ok := pod.Annotations[locksv1alpha1.PodLockAnnotation]; ok {
 		return true
 	}
-	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == locksv1alpha1.PodSchedulingGate
-	})
+	return hasLockGate(pod)
 }
 
 // SetupWithManager watches annotated or gated pods, the claims they own, and the lock records

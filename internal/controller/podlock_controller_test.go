@@ -235,6 +235,8 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		p := newLockPod(ns, "worker", "db", false)
 		Eventually(podState(ns, "worker")).Should(MatchRegexp(`^ungated/\d+$`))
 		Expect(phaseOf(ns, lockclient.ClaimName("worker", p.UID, "db"))()).To(Equal(held))
+		Eventually(podEventReasons(ns, "worker")).Should(ContainElement("NotGated"),
+			"a pod that waits gated but came without the gate (no admission policy) is told it did not wait")
 	})
 
 	It("wait, with an event saying why, while the lock does not exist", func() {

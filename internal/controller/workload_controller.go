@@ -155,6 +155,7 @@ func (r *WorkloadLockReconciler) owner(obj *unstructured.Unstructured) claimOwne
 			APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName()}},
 		label: locksv1alpha1.WorkloadClaimLabel}
 	if !workloads.Suspended(r.Kind, obj) {
+		o.notWaitingReason = "NotSuspended"
 		o.notWaiting = fmt.Sprintf("the %s was created running, so it does not wait for the lock (create it with %s, or let the admission policy do it)",
 			r.Kind.GVK.Kind, r.Kind.SuspendedState())
 	}
