@@ -37,13 +37,18 @@ import (
 // claimGone confirms on the API server that the claim called name, missing from the cache, is
 // gone: the claim and pod caches are fed by separate watches, and a pod that carries its token
 // while the cache does not show its claim yet (just after a restart, say) must not be told it lost
-// the lock, let alone be evicted. A list by name, since the controller lists claims and never gets
-// them.
+// the lock, let alone be evicted.
 func (r *PodLockReconciler) claimGone(ctx context.Context, namespace, name string) (bool, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
+	return claimGoneFrom(ctx, reader, namespace, name)
+}
+
+// claimGoneFrom says whether reader (the API server) has no claim called name in namespace: a list
+// by name, since the controllers list claims and never get them.
+func claimGoneFrom(ctx context.Context, reader client.Reader, namespace, name string) (bool, error) {
 	list := &locksv1alpha1.LockClaimList{}
 	err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingFieldsSelector{
 		Selector: fields.OneTermEqualSelector("metadata.name", name)})

@@ -145,7 +145,7 @@ func setupAnnotatedOwners(mgr manager.Manager, o Options, recorder events.EventR
 		if !kind.Suspendable() {
 			continue // it holds only through claims that name it
 		}
-		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Kind: kind, Recorder: recorder,
+		if err := (&WorkloadLockReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Kind: kind, Recorder: recorder,
 			Guard: o.Guard, ClaimRights: rights, Queue: o.Queue}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the %s lock controller: %w", kind, err)
 		}

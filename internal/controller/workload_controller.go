@@ -56,6 +56,9 @@ type WorkloadLockReconciler struct {
 	// Cache reads the objects of Kind: the manager's cache, since the manager's client reads
 	// unstructured objects from the API server itself.
 	Cache client.Reader
+	// APIReader confirms on the API server that a claim missing from the cache is gone (nil: the
+	// client).
+	APIReader client.Reader
 	// Kind is the workload kind served; it must be Suspendable.
 	Kind     workloads.Kind
 	Recorder events.EventRecorder
@@ -96,8 +99,8 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	case claim == nil && heldBefore(obj):
 		// Its claim was deleted after the run was resumed: it is not queued again (a run that
-		// lost its lock must not quietly get a new token).
-		return ctrl.Result{}, nil
+		// lost its lock must not quietly get a new token), and is told.
+		return ctrl.Result{}, r.claimDeleted(ctx, obj, name, lockName)
 	case claim == nil:
 		if allowed, retry, err := r.mayClaim(ctx, obj, lockName); !allowed || err != nil {
 			return ctrl.Result{RequeueAfter: retry}, err
@@ -107,6 +110,25 @@ func (r *WorkloadLockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	return ctrl.Result{}, r.followClaim(ctx, obj, claim)
+}
+
+// claimDeleted tells a running object whose claim was deleted after it was resumed that it no
+// longer holds the lock: the lock's pass released the hold, and may have granted it to another
+// while the object runs on. The object's own events are where its owner looks; a repeat of the
+// warning on a later event of the object folds into a series.
+func (r *WorkloadLockReconciler) claimDeleted(ctx context.Context, obj *unstructured.Unstructured, name, lockName string) error {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if gone, err := claimGoneFrom(ctx, reader, obj.GetNamespace(), name); !gone || err != nil {
+		return err // the claim's own event brings the cache up to date
+	}
+	kind := r.Kind.GVK.Kind
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, locksv1alpha1.ReasonClaimDeleted, "WaitForLock",
+		"LockClaim %s was deleted while this %s held lock %s with fencing token %s: the lock was released and may be granted to another while the %s runs on; it is not queued again (create a new %s to queue)",
+		name, kind, lockName, obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation], kind, kind)
+	return nil
 }
 
 // mayClaim says whether the service account the object runs its pods as may create LockClaims in

@@ -24,6 +24,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,6 +113,25 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 		Eventually(phaseOf(ns, claimName)).Should(Equal(held))
 		token := strconv.FormatInt(claimOf(ns, claimName)(Default).Status.FencingToken, 10)
 		Eventually(jobState(ns, copied.Name)).Should(Equal("running/" + token + "/" + token))
+	})
+
+	It("tells a running Job whose claim is deleted that it no longer holds the lock, and never queues it again", func() {
+		newLock(ns, "db")
+		first := newLockJob(ns, "migrate-1", "db", true)
+		Eventually(jobState(ns, "migrate-1")).Should(MatchRegexp(`^running/\d+/\d+$`))
+		second := newLockJob(ns, "migrate-2", "db", true)
+		claimName := locksv1alpha1.WorkloadClaimName(first.Name, first.UID, "db")
+		token := strconv.FormatInt(claimOf(ns, claimName)(Default).Status.FencingToken, 10)
+
+		// A clean-up (kubectl delete lclaim --all) or anyone with the lockctl Role.
+		Expect(k8sClient.Delete(ctx(), claimOf(ns, claimName)(Default))).To(Succeed())
+		Eventually(jobState(ns, second.Name)).Should(MatchRegexp(`^running/\d+/\d+$`), "the lock was released")
+		Eventually(jobEvents(ns, first.Name)).Should(ContainElement("ClaimDeleted: LockClaim " + claimName +
+			" was deleted while this Job held lock db with fencing token " + token +
+			": the lock was released and may be granted to another while the Job runs on; it is not queued again (create a new Job to queue)"))
+		Consistently(func() error {
+			return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: claimName}, &locksv1alpha1.LockClaim{})
+		}).WithTimeout(time.Second).Should(Satisfy(apierrors.IsNotFound), "the Job got a new claim")
 	})
 
 	It("takes the claim's mode and wait timeout from the Job's annotations, and leaves a Job whose wait ended suspended", func() {
