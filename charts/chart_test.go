@@ -574,8 +574,8 @@ func TestEquivalentToKustomize(t *testing.T) {
 	var cpe, kpe admissionregistrationv1.ValidatingAdmissionPolicy
 	chartObjs.get(t, podEditsPolicyKey, &cpe)
 	kustObjs.get(t, "ValidatingAdmissionPolicy/lockwarden-controller-pod-edits", &kpe)
-	g.Expect(kpe.Spec.MatchConditions[0].Expression).To(Equal("request.userInfo.username == 'system:serviceaccount:lockwarden-system:" + kd.Spec.Template.Spec.ServiceAccountName + "'"))
-	g.Expect(cpe.Spec.MatchConditions[0].Expression).To(Equal("request.userInfo.username == 'system:serviceaccount:locks:" + cd.Spec.Template.Spec.ServiceAccountName + "'"))
+	g.Expect(kpe.Spec.MatchConditions[0].Expression).To(Equal("'system:serviceaccount:lockwarden-system:" + kd.Spec.Template.Spec.ServiceAccountName + ":' == request.userInfo.username + ':'"))
+	g.Expect(cpe.Spec.MatchConditions[0].Expression).To(Equal("'system:serviceaccount:locks:" + cd.Spec.Template.Spec.ServiceAccountName + ":' == request.userInfo.username + ':'"))
 	cpe.Spec.MatchConditions, kpe.Spec.MatchConditions = nil, nil
 	g.Expect(cpe.Spec).To(Equal(kpe.Spec))
 }
@@ -632,4 +632,36 @@ func TestWorkloadKinds(t *testing.T) {
 			g.Expect(rules).To(HaveKeyWithValue(res, []string{"list", "watch"}), res)
 		}
 	})
+}
+
+// TestKustomizePodEditsPolicyFollowsTheServiceAccount: make deploy's policy on the controller's pod
+// updates names the controller's ServiceAccount by the namespace and name config/default gives it,
+// so that a namespace or namePrefix of one's own keeps the policy on (a condition naming an
+// account that does not exist would judge no request at all).
+func TestKustomizePodEditsPolicyFollowsTheServiceAccount(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-r", filepath.Join("..", "config"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("copying config: %v\n%s", err, out)
+	}
+	kustomization := filepath.Join(dir, "config", "default", "kustomization.yaml")
+	k, err := os.ReadFile(kustomization)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(strings.Replace(string(k), "namespace: lockwarden-system", "namespace: locking", 1), "namePrefix: lockwarden-", "namePrefix: team-", 1)
+	g.Expect(changed).NotTo(Equal(string(k)))
+	g.Expect(os.WriteFile(kustomization, []byte(changed), 0o644)).To(Succeed())
+	out, err := run(t, "kubectl", "kustomize", filepath.Join(dir, "config", "default"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	objs := parse(t, out)
+	var sa corev1.ServiceAccount
+	objs.get(t, "ServiceAccount/team-controller-manager", &sa)
+	g.Expect(sa.Namespace).To(Equal("locking"))
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	objs.get(t, "ValidatingAdmissionPolicy/team-controller-pod-edits", &policy)
+	g.Expect(policy.Spec.MatchConditions).To(HaveLen(1))
+	g.Expect(policy.Spec.MatchConditions[0].Expression).To(Equal("'system:serviceaccount:locking:team-controller-manager:' == request.userInfo.username + ':'"))
 }

@@ -50,10 +50,10 @@ func TestPodEditsPolicyRenders(t *testing.T) {
 	var policy admissionregistrationv1.ValidatingAdmissionPolicy
 	objs.get(t, podEditsPolicyKey, &policy)
 	g.Expect(policy.Spec.MatchConditions).To(ConsistOf(HaveField("Expression",
-		"request.userInfo.username == 'system:serviceaccount:locks:lw-lockwarden'")), "the release's own ServiceAccount")
+		"'system:serviceaccount:locks:lw-lockwarden:' == request.userInfo.username + ':'")), "the release's own ServiceAccount")
 	named := render(t, "--set", "serviceAccount.name=locker")
 	named.get(t, podEditsPolicyKey, &policy)
-	g.Expect(policy.Spec.MatchConditions[0].Expression).To(ContainSubstring("'system:serviceaccount:locks:locker'"))
+	g.Expect(policy.Spec.MatchConditions[0].Expression).To(ContainSubstring("'system:serviceaccount:locks:locker:'"))
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	objs.get(t, podEditsBindingKey, &binding)
 	g.Expect(binding.Spec.ValidationActions).To(Equal([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}))

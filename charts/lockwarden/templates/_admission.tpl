@@ -101,7 +101,8 @@ variables:
 {{- define "lockwarden.podEditsPolicySpec" -}}
 failurePolicy: Fail
 matchConditions:
-- expression: request.userInfo.username == 'system:serviceaccount:{{ .Release.Namespace }}:{{ include "lockwarden.serviceAccountName" . }}'
+- expression: '''system:serviceaccount:{{ .Release.Namespace }}:{{ include "lockwarden.serviceAccountName" . }}:''
+    == request.userInfo.username + '':'''
   name: by-the-controller
 matchConstraints:
   resourceRules:
