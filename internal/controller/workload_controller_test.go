@@ -23,6 +23,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,51 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 		Consistently(func() error {
 			return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: claimName}, &locksv1alpha1.LockClaim{})
 		}).WithTimeout(time.Second).Should(Satisfy(apierrors.IsNotFound), "the Job got a new claim")
+	})
+
+	It("says on the Job when its resume is refused (a policy against template edits), and resumes it once allowed", func() {
+		newLock(ns, "db")
+		// A cluster policy, in this namespace only, that refuses every change of a Job's pod template.
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-template-edits-" + ns},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}}}},
+				Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.template == oldObject.spec.template",
+					Message: "pod templates may not change here"}}}}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
+		Expect(k8sClient.Create(ctx(), policy)).To(Succeed())
+		Expect(k8sClient.Create(ctx(), binding)).To(Succeed())
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(ctx(), binding)
+			_ = k8sClient.Delete(ctx(), policy)
+		})
+		probe := newJobObject(ns, "probe")
+		probe.Spec.Suspend = ptr.To(true)
+		Expect(k8sClient.Create(ctx(), probe)).To(Succeed())
+		Eventually(func(g Gomega) {
+			j := &batchv1.Job{}
+			g.Expect(k8sClient.Get(ctx(), client.ObjectKeyFromObject(probe), j)).To(Succeed())
+			j.Spec.Template.Annotations = map[string]string{"probe": time.Now().String()}
+			g.Expect(k8sClient.Update(ctx(), j)).To(MatchError(ContainSubstring("pod templates may not change here")))
+		}).Should(Succeed(), "the policy is in force")
+
+		job := newLockJob(ns, "migrate", "db", true)
+		claimName := locksv1alpha1.WorkloadClaimName(job.Name, job.UID, "db")
+		Eventually(phaseOf(ns, claimName)).Should(Equal(held))
+		Eventually(jobEvents(ns, job.Name)).Should(ContainElement(And(
+			HavePrefix("ResumeFailed: Could not resume the Job with its fencing token "),
+			ContainSubstring("pod templates may not change here"),
+			HaveSuffix("; its LockClaim "+claimName+" holds lock db meanwhile and every claim queued behind it waits; retried"))))
+		Expect(jobState(ns, job.Name)(Default)).To(Equal("suspended/"))
+
+		Expect(k8sClient.Delete(ctx(), binding)).To(Succeed())
+		Eventually(jobState(ns, job.Name)).WithTimeout(time.Minute).Should(MatchRegexp(`^running/\d+/\d+$`))
 	})
 
 	It("takes the claim's mode and wait timeout from the Job's annotations, and leaves a Job whose wait ended suspended", func() {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +58,14 @@ func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.U
 		return err
 	}
 	if err := r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			// Refused (an admission policy that forbids template edits, a missing RBAC verb):
+			// retried with backoff, and said where the object's owner looks, since its claim
+			// holds the lock meanwhile and every claim behind it waits.
+			r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "ResumeFailed", "WaitForLock",
+				"Could not resume the %s with its fencing token %s: %v; its LockClaim %s holds lock %s meanwhile and every claim queued behind it waits; retried",
+				r.Kind.GVK.Kind, token, err, claim.Name, locksv1alpha1.LocksLabel(claim.Spec.Locks()))
+		}
 		return fmt.Errorf("resuming %s %s with its fencing token: %w", r.Kind.GVK.Kind, obj.GetName(), err)
 	}
 	msg := fmt.Sprintf("Lock %s held with fencing token %s", claim.Spec.LockName, token)
