@@ -51,9 +51,11 @@ package controller
 // LockClaims: read through the cache; create is the claim of a pod that asks for a lock by
 // annotation; update takes off the release finalizer that earlier builds put on claims (claims
 // carry none now: the lock record releases a deleted claim); status is written by a merge patch
-// with a resourceVersion precondition. No delete: a pod's claim goes with its pod (garbage
-// collection), and other claims belong to their users.
-// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims,verbs=list;watch;create;update
+// with a resourceVersion precondition. delete replaces the ended claim of a Standby or
+// still-gated pod with a new one (podlock_requeue.go), preconditioned on the ended claim's UID;
+// the controller deletes no other claim: a pod's claim goes with its pod (garbage collection),
+// and other claims belong to their users.
+// +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims,verbs=list;watch;create;update;delete
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims/status,verbs=patch
 
 // No */finalizers subresource: the finalizer is written with the object itself. That subresource

@@ -219,10 +219,9 @@ func (r *PodLockReconciler) followClaim(ctx context.Context, pod *corev1.Pod, cl
 		}
 		return ctrl.Result{}, r.markHolder(ctx, pod, claim, hold)
 	default:
-		// Lost, Released, TimedOut, Failed: final. The pod is not given another claim, because a
-		// pod that lost its lock must not quietly get a new token; its owner restarts it.
-		r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockNotHeld", "WaitForLock",
-			"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
+		// Lost, Released, TimedOut, Failed: a pod that may act on its token is not given another
+		// claim; a Standby or still-gated one may be (podlock_requeue.go).
+		return r.followEnded(ctx, pod, claim)
 	}
 	return ctrl.Result{}, r.markStandby(ctx, pod, lockName)
 }

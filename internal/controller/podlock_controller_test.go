@@ -229,6 +229,28 @@ var _ = Describe("Pods that ask for a lock by annotation", func() {
 		Expect(podDeletingNow(ns, copied.Name)(Default)).To(BeFalse(), "a copy is never evicted for a loss it did not have")
 	})
 
+	It("still gated when their lock is deleted, queue again once it is created again; a pod that ran on its token does not", func() {
+		ns := newNamespace()
+		newLock(ns, "db")
+		newLockPod(ns, "first", "db", true)
+		Eventually(podState(ns, "first")).Should(MatchRegexp(`^ungated/\d+$`))
+		waiter := newLockPod(ns, "waiter", "db", true)
+		claimName := lockclient.ClaimName("waiter", waiter.UID, "db")
+		Eventually(phaseOf(ns, claimName)).Should(Equal(locksv1alpha1.ClaimPending))
+
+		deleteNow(lockOf(ns, "db")(Default))
+		Eventually(phaseOf(ns, claimName)).Should(Equal(locksv1alpha1.ClaimFailed))
+		Eventually(func() error {
+			return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "db"}, &locksv1alpha1.DistributedLock{})
+		}).Should(Satisfy(apierrors.IsNotFound))
+		newLock(ns, "db")
+		Eventually(podState(ns, "waiter")).WithTimeout(40*time.Second).Should(MatchRegexp(`^ungated/\d+$`),
+			"the waiter never ran: it queues again, and the first pod, which did, does not")
+		Expect(podEventReasons(ns, "waiter")(Default)).To(ContainElement("QueuedAgain"))
+		Eventually(podEventReasons(ns, "first")).Should(ContainElement("LockNotHeld"))
+		Expect(podEventReasons(ns, "first")(Default)).NotTo(ContainElement("QueuedAgain"))
+	})
+
 	It("get a claim and the token annotation without a gate too", func() {
 		ns := newNamespace()
 		newLock(ns, "db")

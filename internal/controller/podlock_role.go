@@ -82,15 +82,26 @@ func needsDeletionCost(pod *corev1.Pod) bool {
 	return pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby && !set
 }
 
+// givenDeletionCost says whether the pod carries the pod-deletion-cost that markHolder gave it: a
+// Standby pod with holderDeletionCost. It is the holder's alone: a standby that kept it would be
+// the last its ReplicaSet removes, so that a scale-down would take the live standbys first.
+func givenDeletionCost(pod *corev1.Pod) bool {
+	return pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby &&
+		pod.Annotations[podDeletionCostAnnotation] == holderDeletionCost
+}
+
 // rolePatch is the strategic merge patch that sets the pod's role label, with the pod's UID as a
-// precondition (a new pod of the same name is never labelled for the old one's hold).
-func rolePatch(uid types.UID, role string) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"uid":    uid,
-			"labels": map[string]string{locksv1alpha1.PodRoleLabel: role},
-		},
-	})
+// precondition (a new pod of the same name is never labelled for the old one's hold), and takes
+// the pod-deletion-cost away when dropCost is set.
+func rolePatch(uid types.UID, role string, dropCost bool) ([]byte, error) {
+	metadata := map[string]any{
+		"uid":    uid,
+		"labels": map[string]string{locksv1alpha1.PodRoleLabel: role},
+	}
+	if dropCost {
+		metadata["annotations"] = map[string]any{podDeletionCostAnnotation: nil}
+	}
+	return json.Marshal(map[string]any{"metadata": metadata})
 }
 
 // lockCacheBehind is how soon a pod whose claim holds is looked at again when the cached lock
@@ -133,13 +144,14 @@ func (r *PodLockReconciler) clearStaleHolders(ctx context.Context, pod *corev1.P
 // ends a stretch of the lock with one holder fewer, which the failover clock starts timing.
 func (r *PodLockReconciler) markStandby(ctx context.Context, pod *corev1.Pod, lockName string) error {
 	was := pod.Labels[locksv1alpha1.PodRoleLabel]
-	if was == locksv1alpha1.PodRoleStandby {
+	dropCost := givenDeletionCost(pod)
+	if was == locksv1alpha1.PodRoleStandby && !dropCost {
 		return nil
 	}
 	if was == locksv1alpha1.PodRoleHolder && !seams.takesHolderRole(pod) {
 		return nil
 	}
-	patch, err := rolePatch(pod.UID, locksv1alpha1.PodRoleStandby)
+	patch, err := rolePatch(pod.UID, locksv1alpha1.PodRoleStandby, dropCost)
 	if err != nil {
 		return err
 	}

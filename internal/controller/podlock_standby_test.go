@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -179,6 +180,67 @@ var _ = Describe("Standby pods", func() {
 		Eventually(roles(ns)).Should(HaveKeyWithValue("a", "standby"), "a pod whose claim was deleted no longer holds")
 		Eventually(holdersOf(ns)).Should(Equal([]string{"b"}))
 		Eventually(podEventReasons(ns, "a")).Should(ContainElement(locksv1alpha1.ReasonClaimDeleted))
+	})
+
+	It("queues Standby pods again when their lock is deleted and created again (a GitOps replace), and one holds again", func() {
+		ns := newNamespace()
+		newLock(ns, "leader")
+		a := newStandbyPod(ns, "a", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}))
+		Eventually(func() string { return annotationOf(ns, "a", deletionCost) }).Should(Equal("2147483647"))
+		newStandbyPod(ns, "b", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(roles(ns)).Should(HaveKeyWithValue("b", "standby"))
+		first := tokenOf(ns, "a")
+
+		// kubectl delete dlock leader; kubectl apply -f leader.yaml: every claim fails LockNotFound.
+		deleteNow(lockOf(ns, "leader")(Default))
+		claimA := locksv1alpha1.PodClaimName("a", a.UID, "leader")
+		Eventually(phaseOf(ns, claimA)).Should(Equal(locksv1alpha1.ClaimFailed))
+		Eventually(roles(ns)).Should(Equal(map[string]string{"a": "standby", "b": "standby"}))
+		Eventually(func() string { return annotationOf(ns, "a", deletionCost) }).Should(BeEmpty(), "the pod-deletion-cost is the holder's alone")
+		Eventually(func() error {
+			return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: "leader"}, &locksv1alpha1.DistributedLock{})
+		}).Should(Satisfy(apierrors.IsNotFound), "the old lock lets go once no claim waits for it")
+		newLock(ns, "leader")
+
+		// Queued again with new claims, ten seconds after the old ones ended: one of them holds,
+		// with a token above the first hold's.
+		Eventually(holdersOf(ns)).WithTimeout(40 * time.Second).Should(HaveLen(1))
+		holder := holdersOf(ns)(Default)[0]
+		Expect(tokenOf(ns, holder)).To(BeNumerically(">", first))
+		for _, pod := range []string{"a", "b"} {
+			Eventually(podEventReasons(ns, pod)).WithTimeout(30*time.Second).Should(ContainElement("QueuedAgain"), "pod %s", pod)
+			Expect(podEventReasons(ns, pod)(Default)).NotTo(ContainElement(locksv1alpha1.ReasonClaimDeleted))
+		}
+	})
+
+	It("queues a Standby pod that lost its hold again, under Notify, behind the one that took over", func() {
+		ns := newNamespace()
+		backendName := newFaultyBackend()
+		newLock(ns, "leader", func(l *locksv1alpha1.DistributedLock) {
+			l.Spec.BackendRef.Name = backendName
+			l.Spec.LeaseDurationSeconds = 5 // the intruder's hold below runs out after as long
+		})
+		a := newStandbyPod(ns, "a", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(holdersOf(ns)).Should(Equal([]string{"a"}))
+		b := newStandbyPod(ns, "b", "leader", locksv1alpha1.PodLockWaitStandby)
+		Eventually(roles(ns)).Should(HaveKeyWithValue("b", "standby"))
+
+		faultyStore.Steal("lockwarden/"+ns+"/leader", "intruder")
+		claimA := locksv1alpha1.PodClaimName("a", a.UID, "leader")
+		Eventually(phaseOf(ns, claimA)).WithTimeout(15 * time.Second).Should(Equal(locksv1alpha1.ClaimLost))
+		Eventually(roles(ns)).Should(HaveKeyWithValue("a", "standby"), "the label moves at once: that is a Standby pod's notice")
+		Eventually(holdersOf(ns)).WithTimeout(30 * time.Second).Should(Equal([]string{"b"}))
+
+		// a's new claim waits behind b's hold: a is a candidate again.
+		Eventually(func(g Gomega) locksv1alpha1.ClaimPhase {
+			c := claimOf(ns, claimA)(g)
+			g.Expect(c.UID).NotTo(BeEmpty())
+			return c.Status.Phase
+		}).WithTimeout(30 * time.Second).Should(Equal(locksv1alpha1.ClaimPending))
+		Eventually(podEventReasons(ns, "a")).Should(ContainElement("QueuedAgain"))
+		deleteNow(b)
+		Eventually(holdersOf(ns)).WithTimeout(30 * time.Second).Should(Equal([]string{"a"}))
 	})
 
 	It("takes the label from a pod whose hold ended before the next pod gets it, whatever order their reconciles run in", func() {

@@ -136,6 +136,7 @@ func runStory(t *testing.T, cp *lockenv.ControlPlane, rbacObjects []client.Objec
 	s.suspendedJobRuns("batch")
 	s.refusedClaimRepeatsEvent()
 	s.lostHolderEvicted(redis)
+	s.standbyQueuedAgain("leader")
 	s.leftoverKeyTakenOver("reborn")
 	s.lockDeleted("db")
 	s.lockDeleted("cache")
@@ -427,6 +428,37 @@ func (s *story) lockDeleted(lock string) {
 		s.delete(claim)
 		s.waitGone(claim)
 	}
+}
+
+// standbyQueuedAgain runs a Standby pod on lock, deletes the lock under it and creates it again:
+// the pod's claim fails, and the controller replaces it with a new one (the delete of an ended
+// claim: the one use of that verb), which holds again.
+func (s *story) standbyQueuedAgain(lock string) {
+	l := &locksv1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: lock}}
+	s.create(l.DeepCopy())
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: "standby",
+		Annotations: map[string]string{locksv1alpha1.PodLockAnnotation: lock, locksv1alpha1.PodLockWaitAnnotation: locksv1alpha1.PodLockWaitStandby}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	s.create(pod)
+	claim := lockclient.ClaimName(pod.Name, pod.UID, lock)
+	s.waitPhase(claim, locksv1alpha1.ClaimHeld)
+	first := s.getClaim(s.g, claim).UID
+
+	s.delete(l.DeepCopy())
+	s.waitPhase(claim, locksv1alpha1.ClaimFailed)
+	s.waitGone(l.DeepCopy())
+	s.create(l.DeepCopy())
+	s.g.Eventually(func(g Gomega) {
+		c := s.getClaim(g, claim)
+		g.Expect(c.UID).NotTo(Equal(first), "the ended claim is replaced")
+		g.Expect(c.Status.Phase).To(Equal(locksv1alpha1.ClaimHeld))
+	}).WithTimeout(45 * time.Second).Should(Succeed())
+
+	s.delete(pod)
+	s.delete(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+	s.waitGone(&locksv1alpha1.LockClaim{ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: claim}})
+	s.delete(l.DeepCopy())
+	s.waitGone(l.DeepCopy())
 }
 
 // backendsDeleted deletes the LockBackends, which the controller lets go without a finalizer.

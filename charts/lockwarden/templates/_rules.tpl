@@ -87,6 +87,7 @@
   - lockclaims
   verbs:
   - create
+  - delete
   - list
   - update
   - watch

@@ -1,0 +1,127 @@
+/*
+Copyright 2026 The lockwarden Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	locksv1alpha1 "github.com/lockwarden/lockwarden/api/v1alpha1"
+)
+
+// This file holds when a pod whose claim ended queues again with a new claim (queueAgain) and how
+// (requeue). An ended claim used to be final for its pod, since a pod that lost its lock must not
+// quietly get a new token. That holds for a pod the lock let start (gated, then ungated), which
+// acts on its token with nothing to tell it otherwise. It does not hold for the two kinds of pod
+// below, and keeping them out for good turned each outage longer than a lease, each lost node and
+// each re-created lock (a GitOps replace) into one candidate fewer, until no replica could lead:
+//   - a Standby pod learns that it lost from its role label, which moves at once (the Service
+//     follows it); it queues again and, if granted, gets a new token;
+//   - a pod still gated never ran: one whose lock was deleted queues again once the lock exists.
+// A wait that timed out stays over: its limit was the owner's choice.
+
+// requeueAfterEnd is how long after its claim ended a pod queues again, at least: a claim that
+// ends again at once (the queue full, the pod's node still lost) then costs a claim per this
+// long, not a loop. The lock's own lockDelaySeconds holds the new claim back further if set.
+const requeueAfterEnd = 10 * time.Second
+
+// queueAgain says whether pod queues again after its claim ended, and how long from now until it
+// may: Standby pods after any end but a timeout, gated pods after their lock was deleted once it
+// exists again (locksExist). A pod that one of its locks' lossPolicy Evict is to stop
+// (evictionDue) waits for that instead: queued again, it would run on.
+func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, evictionDue bool, now time.Time) (again bool, wait time.Duration) {
+	acquired := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
+	reason := ""
+	if acquired != nil {
+		reason = acquired.Reason
+	}
+	switch {
+	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, evictionDue:
+		return false, 0
+	case pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby:
+	case hasLockGate(pod) && reason == locksv1alpha1.ReasonLockNotFound && locksExist:
+	default:
+		return false, 0
+	}
+	return true, max(0, claimEnded(claim).Add(requeueAfterEnd).Sub(now))
+}
+
+// claimEnded is when claim ended, as near as its status tells: its release, else the last change
+// of its conditions.
+func claimEnded(claim *locksv1alpha1.LockClaim) time.Time {
+	if claim.Status.ReleaseTime != nil {
+		return claim.Status.ReleaseTime.Time
+	}
+	var last time.Time
+	for _, c := range claim.Status.Conditions {
+		if c.LastTransitionTime.After(last) {
+			last = c.LastTransitionTime.Time
+		}
+	}
+	return last
+}
+
+// followEnded answers a pod whose claim ended: it queues again when queueAgain says so (at once,
+// or in a while), else it is told, once per look, that it is not queued again. Either way it is
+// labelled standby.
+func (r *PodLockReconciler) followEnded(ctx context.Context, pod *corev1.Pod, claim *locksv1alpha1.LockClaim) (ctrl.Result, error) {
+	lockName := locksv1alpha1.LocksLabel(claim.Spec.Locks())
+	if err := r.markStandby(ctx, pod, lockName); err != nil {
+		return ctrl.Result{}, err
+	}
+	var locks []*locksv1alpha1.DistributedLock
+	for _, name := range claim.Spec.Locks() {
+		lock, err := r.cachedLock(ctx, pod.Namespace, name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if lock != nil {
+			locks = append(locks, lock)
+		}
+	}
+	evictionDue := evictionFor(claim, locks, pod) == evictPod
+	again, wait := queueAgain(pod, claim, len(locks) == len(claim.Spec.Locks()), evictionDue, time.Now())
+	switch {
+	case again && wait > 0:
+		return ctrl.Result{RequeueAfter: wait}, nil
+	case again:
+		return ctrl.Result{}, r.requeue(ctx, pod, claim)
+	}
+	r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockNotHeld", "WaitForLock",
+		"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
+	return ctrl.Result{}, nil
+}
+
+// requeue replaces pod's ended claim with a new one of the same name: the delete is preconditioned
+// on the ended claim's UID, and claims carry no finalizer, so the name is free at once. The new
+// claim queues at the tail and, if granted, gets a new token.
+func (r *PodLockReconciler) requeue(ctx context.Context, pod *corev1.Pod, ended *locksv1alpha1.LockClaim) error {
+	if err := r.Delete(ctx, ended, client.Preconditions{UID: &ended.UID}); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("deleting pod %s's ended LockClaim %s: %w", pod.Name, ended.Name, err))
+	}
+	r.Recorder.Eventf(pod, ended, corev1.EventTypeNormal, "QueuedAgain", "WaitForLock",
+		"LockClaim %s for lock %s ended with phase %s (%s); the pod queues again with a new claim, and gets a new fencing token if it is granted",
+		ended.Name, locksv1alpha1.LocksLabel(ended.Spec.Locks()), ended.Status.Phase, acquiredReason(ended))
+	_, err := createOwnedClaim(ctx, r.Client, r.Recorder, podOwner(pod), ended.Name)
+	return err
+}
