@@ -52,7 +52,8 @@ package controller
 // annotation; update takes off the release finalizer that earlier builds put on claims (claims
 // carry none now: the lock record releases a deleted claim); status is written by a merge patch
 // with a resourceVersion precondition. delete replaces the ended claim of a Standby or
-// still-gated pod with a new one (podlock_requeue.go), preconditioned on the ended claim's UID;
+// still-gated pod (podlock_requeue.go), or of a Workflow run again (workload_rerun.go), with a
+// new one, preconditioned on the ended claim's UID;
 // the controller deletes no other claim: a pod's claim goes with its pod (garbage collection),
 // and other claims belong to their users.
 // +kubebuilder:rbac:groups=locks.lockwarden.io,resources=lockclaims,verbs=list;watch;create;update;delete

@@ -190,6 +190,8 @@ func (r *WorkloadLockReconciler) followClaim(ctx context.Context, obj *unstructu
 	switch {
 	case seams.resumesFor(claim):
 		return r.resume(ctx, obj, claim)
+	case ranAgain(r.Kind, obj, claim):
+		return r.runsAgain(ctx, obj, claim)
 	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, claim.Status.Phase == locksv1alpha1.ClaimFailed:
 		if workloads.Suspended(r.Kind, obj) {
 			r.Recorder.Eventf(obj, claim, corev1.EventTypeWarning, "LockNotAcquired", "WaitForLock",

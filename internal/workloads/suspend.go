@@ -92,6 +92,22 @@ func ResumePatch(k Kind, uid types.UID, token, holder string) ([]byte, error) {
 	})
 }
 
+// SuspendAgainPatch is the JSON merge patch that suspends again a running object (of kind k, UID
+// uid) whose hold ended, so that it waits for a new one; ok is false for a kind whose runs cannot
+// be held back once started: a PipelineRun is pending only before it starts, and a Job's pod
+// template, where its token is, may not change once the Job has started. An Argo Workflow with
+// spec.suspend true runs no further step until it is cleared.
+func SuspendAgainPatch(k Kind, uid types.UID) (patch []byte, ok bool, err error) {
+	if k.suspend != suspendWorkflow {
+		return nil, false, nil
+	}
+	patch, err = json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"spec":     map[string]any{"suspend": true},
+	})
+	return patch, true, err
+}
+
 // TokenPatch is the JSON merge patch that gives a running object (UID uid) its fencing token and
 // holder identity, and nothing else: an object created running (not suspended) is not resumed,
 // and a running Job's pod template may not change.

@@ -81,3 +81,37 @@ func TestSuspendedAndResume(t *testing.T) {
 		})
 	}
 }
+
+// TestSuspendAgainPatch: only a Workflow can be held back again once it runs; the patch leaves it
+// suspended, preconditioned on its UID.
+func TestSuspendAgainPatch(t *testing.T) {
+	r, err := Parse("batch/v1/Job,tekton.dev/v1/PipelineRun,argoproj.io/v1alpha1/Workflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range r.Kinds() {
+		patch, ok, err := SuspendAgainPatch(k, "u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := k.GVK.Kind == "Workflow"; ok != want {
+			t.Fatalf("%s: SuspendAgainPatch ok = %v, want %v", k.GVK.Kind, ok, want)
+		}
+		if !ok {
+			continue
+		}
+		obj := map[string]any{"metadata": map[string]any{"uid": "u1"}, "spec": map[string]any{"entrypoint": "main"}}
+		doc, _ := json.Marshal(obj)
+		out, err := jsonpatch.MergePatch(doc, patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(out, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if !Suspended(k, u) {
+			t.Fatalf("%s after the patch %s: %s, want suspended", k.GVK.Kind, patch, out)
+		}
+	}
+}

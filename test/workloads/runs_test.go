@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,6 +225,42 @@ var _ = Describe("Argo Workflows", func() {
 		setWorkflowPhase(ns, "upgrade-2", "Error")
 		Eventually(acquired(ns, locksv1alpha1.WorkloadClaimName("upgrade-3", third.GetUID(), "cluster"))).Should(Equal("Pending/False/LockDelay"))
 		Eventually(started(workflow, ns, "upgrade-3")).Should(MatchRegexp(`^started/\d+$`))
+	})
+})
+
+var _ = Describe("A Workflow run again after its hold ended (argo retry)", func() {
+	It("is suspended, queues again with a new claim and resumes with a new token once that holds", func() {
+		ns := newNamespace()
+		newLock(ns, "cluster", 0)
+		spec := map[string]any{"suspend": true, "entrypoint": "main", "templates": []any{map[string]any{"name": "main"}}}
+		w := newRun(workflow, ns, "upgrade", "cluster", spec)
+		claimName := locksv1alpha1.WorkloadClaimName("upgrade", w.GetUID(), "cluster")
+		Eventually(started(workflow, ns, "upgrade")).Should(MatchRegexp(`^started/\d+$`))
+		first := claimOf(ns, claimName)(Default)
+		setWorkflowPhase(ns, "upgrade", "Failed")
+		Eventually(acquired(ns, claimName)).Should(Equal("Released/False/HolderTerminated"))
+
+		// argo retry: the same object goes back to Running; its spec.suspend is long gone.
+		setWorkflowPhase(ns, "upgrade", "Running")
+		Eventually(func(g Gomega) {
+			c := claimOf(ns, claimName)(g)
+			g.Expect(c.UID).NotTo(Equal(first.UID), "a new claim")
+			g.Expect(c.Status.Phase).To(Equal(locksv1alpha1.ClaimHeld))
+			g.Expect(c.Status.FencingToken).To(BeNumerically(">", first.Status.FencingToken))
+		}).Should(Succeed())
+		Eventually(started(workflow, ns, "upgrade")).Should(MatchRegexp(`^started/\d+$`))
+		Expect(started(workflow, ns, "upgrade")(Default)).NotTo(Equal("started/"+strconv.FormatInt(first.Status.FencingToken, 10)), "resumed with the new claim's token")
+		Eventually(func(g Gomega) []string {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx(), list, client.InNamespace(ns))).To(Succeed())
+			var reasons []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == "upgrade" {
+					reasons = append(reasons, e.Reason)
+				}
+			}
+			return reasons
+		}).Should(ContainElement("RunningWithoutLock"))
 	})
 })
 
