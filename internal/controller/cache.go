@@ -231,10 +231,26 @@ func trimWorkload(k workloads.Kind, obj any) (any, error) {
 		trimmed.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
 	}
 	trimmed.SetAnnotations(lockAnnotations(u.GetAnnotations()))
+	trimmed.SetLabels(keptLabels(u.GetLabels()))
 	for _, f := range k.Fields() {
 		keepField(trimmed.Object, u.Object, f)
 	}
 	return trimmed, nil
+}
+
+// keptLabels are the labels of labels that the workload rules read (workloads.KeptLabels); nil
+// when there are none.
+func keptLabels(labels map[string]string) map[string]string {
+	var kept map[string]string
+	for _, key := range workloads.KeptLabels {
+		if v, ok := labels[key]; ok {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[key] = v
+		}
+	}
+	return kept
 }
 
 // lockAnnotations are the lockwarden annotations of annotations; nil when there are none.

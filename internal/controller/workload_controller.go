@@ -154,6 +154,14 @@ func (r *WorkloadLockReconciler) asksForLock(obj *unstructured.Unstructured) (st
 	if outcome, _ := workloads.Finished(r.Kind, obj); outcome != workloads.Running {
 		return "", false
 	}
+	if manager, elsewhere := workloads.ManagedElsewhere(r.Kind, obj); elsewhere {
+		kind := r.Kind.GVK.Kind
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "ManagedElsewhere", "WaitForLock",
+			"The %s is suspended and resumed by %s, not by lockwarden: it gets no claim and is never patched, and the annotation %s holds nothing back. "+
+				"Take the lock inside its pods instead (lockctl acquire in an init container, or lockctl run), or leave the %s out of the queue",
+			kind, manager, locksv1alpha1.PodLockAnnotation, kind)
+		return "", false
+	}
 	label, problem := annotatedLocks(obj.GetAnnotations())
 	if problem != nil {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, problem.reason, "WaitForLock", "%s", problem.message)

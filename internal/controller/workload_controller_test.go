@@ -27,6 +27,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -178,6 +179,42 @@ var _ = Describe("Workload objects that ask for a lock by annotation", func() {
 
 		Expect(k8sClient.Delete(ctx(), binding)).To(Succeed())
 		Eventually(jobState(ns, job.Name)).WithTimeout(time.Minute).Should(MatchRegexp(`^running/\d+/\d+$`))
+	})
+
+	It("resumes a held Job once: a Job its owner suspends while it holds stays suspended", func() {
+		newLock(ns, "db")
+		job := newLockJob(ns, "migrate", "db", true)
+		Eventually(jobState(ns, job.Name)).Should(MatchRegexp(`^running/\d+/\d+$`))
+		// kubectl patch job migrate -p '{"spec":{"suspend":true}}'
+		Expect(k8sClient.Patch(ctx(), job, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
+		Consistently(func(g Gomega) string { return jobState(ns, job.Name)(g) }).WithTimeout(2*time.Second).Should(HavePrefix("suspended/"),
+			"a later suspension is the owner's business")
+		Expect(phaseOf(ns, locksv1alpha1.WorkloadClaimName(job.Name, job.UID, "db"))()).To(Equal(held), "the hold lasts until the Job finishes or is deleted")
+	})
+
+	It("makes no claim for a Job that Kueue or another controller suspends and resumes, and says so", func() {
+		newLock(ns, "db")
+		queued := newJobObject(ns, "in-kueue")
+		queued.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-queue"}
+		queued.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+		queued.Spec.Suspend = ptr.To(true)
+		Expect(k8sClient.Create(ctx(), queued)).To(Succeed())
+		managed := newJobObject(ns, "multikueue")
+		managed.Annotations = map[string]string{locksv1alpha1.PodLockAnnotation: "db"}
+		managed.Spec.Suspend = ptr.To(true)
+		managed.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+		Expect(k8sClient.Create(ctx(), managed)).To(Succeed())
+
+		Eventually(jobEvents(ns, "in-kueue")).Should(ContainElement(And(HavePrefix("ManagedElsewhere: The Job is suspended and resumed by Kueue (label kueue.x-k8s.io/queue-name: team-queue), not by lockwarden"),
+			ContainSubstring("lockctl acquire in an init container"))))
+		Eventually(jobEvents(ns, "multikueue")).Should(ContainElement(HavePrefix("ManagedElsewhere: The Job is suspended and resumed by kueue.x-k8s.io/multikueue (spec.managedBy), not by lockwarden")))
+		for _, j := range []*batchv1.Job{queued, managed} {
+			name := locksv1alpha1.WorkloadClaimName(j.Name, j.UID, "db")
+			Consistently(func() error {
+				return k8sClient.Get(ctx(), client.ObjectKey{Namespace: ns, Name: name}, &locksv1alpha1.LockClaim{})
+			}).WithTimeout(time.Second).Should(Satisfy(apierrors.IsNotFound), "Job %s got a claim", j.Name)
+			Expect(jobState(ns, j.Name)(Default)).To(Equal("suspended/"), "never patched")
+		}
 	})
 
 	It("takes the claim's mode and wait timeout from the Job's annotations, and leaves a Job whose wait ended suspended", func() {

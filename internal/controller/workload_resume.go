@@ -41,7 +41,10 @@ import (
 func (r *WorkloadLockReconciler) resume(ctx context.Context, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) error {
 	token := podTokenValue(claim, podHoldOf{token: claim.Status.FencingToken})
 	suspended := workloads.Suspended(r.Kind, obj)
-	if !suspended && obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation] == token {
+	if obj.GetAnnotations()[locksv1alpha1.PodFencingTokenAnnotation] == token && heldBefore(obj) {
+		// Resumed with this hold's token already (the one patch writes both): a hold resumes its
+		// object once. Suspended since, it was suspended by its owner (kubectl patch --suspend),
+		// whose business that is; the hold lasts until the object finishes or is deleted.
 		return nil
 	}
 	var patch []byte

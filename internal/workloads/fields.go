@@ -23,7 +23,7 @@ import (
 )
 
 // The fields of a workload object that this package's rules read (Finished, Check, Suspended,
-// ServiceAccount), each a Field that knows its path: the rules read through them, and
+// ServiceAccount, ManagedElsewhere; its labels are KeptLabels), each a Field that knows its path: the rules read through them, and
 // Kind.Fields lists a kind's, so that whoever keeps less of an object than all of it (the
 // manager's cache, controller.trimWorkload) keeps exactly what the rules read. A new kind, or a
 // rule that reads a new field, changes this package only.
@@ -64,6 +64,9 @@ var (
 	pipelineRunAccountField = Field{Path: []string{"spec", "taskRunTemplate", "serviceAccountName"}}
 	// workflowAccountField is the service account of a Workflow's steps.
 	workflowAccountField = Field{Path: []string{"spec", "serviceAccountName"}}
+	// jobManagedByField names the controller that runs a Job, when not the Job controller
+	// (ManagedElsewhere).
+	jobManagedByField = Field{Path: []string{"spec", "managedBy"}}
 )
 
 // Fields lists the fields that the rules read of an object of the kind; none for a kind whose
@@ -81,6 +84,9 @@ func (k Kind) Fields() []Field {
 	}
 	if f, ok := k.suspend.accountField(); ok {
 		fields = append(fields, f)
+	}
+	if k.suspend == suspendJob {
+		fields = append(fields, jobManagedByField)
 	}
 	return fields
 }

@@ -29,7 +29,7 @@ func TestFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"batch/v1/Job":                  {"status.conditions", "spec.suspend", "spec.template.spec.serviceAccountName"},
+		"batch/v1/Job":                  {"status.conditions", "spec.suspend", "spec.template.spec.serviceAccountName", "spec.managedBy"},
 		"tekton.dev/v1/PipelineRun":     {"status.conditions", "spec.status", "spec.taskRunTemplate.serviceAccountName"},
 		"tekton.dev/v1/TaskRun":         {"status.conditions"},
 		"argoproj.io/v1alpha1/Workflow": {"status.phase", "spec.suspend", "spec.serviceAccountName"},
