@@ -93,6 +93,7 @@ func TestPodEditsPolicyOnAPIServer(t *testing.T) {
 	for _, o := range []client.Object{&policy, &binding, patcher, patcherBinding,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		newPod("probe"), newPod("holder"), newPod("label"), newPod("annotation"), newPod("other-gate"), newPod("image"), newPod("by-admin"),
+		newPod("node-selector"), newPod("affinity"),
 	} {
 		g.Expect(admin.Create(ctx, o)).To(Succeed())
 		t.Cleanup(func() { _ = admin.Delete(ctx, o) })
@@ -126,6 +127,8 @@ func TestPodEditsPolicyOnAPIServer(t *testing.T) {
 		`"spec":{"schedulingGates":[{"$patch":"delete","name":"` + locksv1alpha1.PodSchedulingGate + `"}]}}`
 	g.Expect(patch(asController, "holder", holderPatch)).To(Succeed())
 	g.Expect(patch(asController, "holder", `{"metadata":{"labels":{"`+locksv1alpha1.PodRoleLabel+`":"standby"}}}`)).To(Succeed())
+	// A standby that was holder loses the pod-deletion-cost it was given (rolePatch).
+	g.Expect(patch(asController, "holder", `{"metadata":{"labels":{"`+locksv1alpha1.PodRoleLabel+`":"standby"},"annotations":{"controller.kubernetes.io/pod-deletion-cost":null}}}`)).To(Succeed())
 	held := &corev1.Pod{}
 	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, held)).To(Succeed())
 	g.Expect(held.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{quota}), "the other gate stays")
@@ -136,6 +139,8 @@ func TestPodEditsPolicyOnAPIServer(t *testing.T) {
 		{"an annotation of the app's", "annotation", `{"metadata":{"annotations":{"example.com/owner":"me"}}}`, "may change no annotation of a pod but"},
 		{"another project's gate", "other-gate", `{"spec":{"schedulingGates":[{"$patch":"delete","name":"example.com/quota"}]}}`, "may only remove the scheduling gate locks.lockwarden.io/lock"},
 		{"a container image", "image", `{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}`, "may change no container"},
+		{"a gated pod's nodeSelector", "node-selector", `{"spec":{"nodeSelector":{"example.com/pool":"theirs"}}}`, "may change no nodeSelector or affinity"},
+		{"a gated pod's affinity", "affinity", `{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"example.com/pool","operator":"In","values":["theirs"]}]}]}}}}}`, "may change no nodeSelector or affinity"},
 	} {
 		err := patch(asController, tc.pod, tc.body)
 		if err == nil {

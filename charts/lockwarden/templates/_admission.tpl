@@ -132,6 +132,12 @@ validations:
   message: lockwarden's controller may only remove the scheduling gate locks.lockwarden.io/lock
     from a pod, and add none
   reason: Forbidden
+- expression: '(has(object.spec.nodeSelector) ? object.spec.nodeSelector : {}) ==
+    (has(oldObject.spec.nodeSelector) ? oldObject.spec.nodeSelector : {}) && (has(object.spec.affinity)
+    ? object.spec.affinity : {}) == (has(oldObject.spec.affinity) ? oldObject.spec.affinity
+    : {})'
+  message: lockwarden's controller may change no nodeSelector or affinity of a pod
+  reason: Forbidden
 - expression: 'object.spec.containers == oldObject.spec.containers && (has(object.spec.initContainers)
     ? object.spec.initContainers : []) == (has(oldObject.spec.initContainers) ? oldObject.spec.initContainers
     : []) && (has(object.spec.activeDeadlineSeconds) ? object.spec.activeDeadlineSeconds
