@@ -37,8 +37,10 @@ import (
 // each re-created lock (a GitOps replace) into one candidate fewer, until no replica could lead:
 //   - a Standby pod learns that it lost from its role label, which moves at once (the Service
 //     follows it); it queues again and, if granted, gets a new token;
-//   - a pod still gated never ran: one whose lock was deleted queues again once the lock exists.
-// A wait that timed out stays over: its limit was the owner's choice.
+//   - a pod still gated never ran, whatever ended its claim (its lock deleted, the queue full).
+// A wait that timed out stays over: its limit was the owner's choice. A claim whose lock was
+// deleted is replaced once the lock exists again: a new claim would fail as long as the old lock
+// is still being deleted.
 
 // requeueAfterEnd is how long after its claim ended a pod queues again, at least: a claim that
 // ends again at once (the queue full, the pod's node still lost) then costs a claim per this
@@ -46,21 +48,20 @@ import (
 const requeueAfterEnd = 10 * time.Second
 
 // queueAgain says whether pod queues again after its claim ended, and how long from now until it
-// may: Standby pods after any end but a timeout, gated pods after their lock was deleted once it
-// exists again (locksExist). A pod that one of its locks' lossPolicy Evict is to stop
-// (evictionDue) waits for that instead: queued again, it would run on.
+// may: a Standby or still-gated pod after any end but a timeout, and after its lock was deleted
+// only once the lock exists again (locksExist). A pod that one of its locks' lossPolicy Evict is
+// to stop (evictionDue) waits for that instead: queued again, it would run on.
 func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, evictionDue bool, now time.Time) (again bool, wait time.Duration) {
 	acquired := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
 	reason := ""
 	if acquired != nil {
 		reason = acquired.Reason
 	}
+	standby := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby
 	switch {
-	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, evictionDue:
+	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, evictionDue, !standby && !hasLockGate(pod):
 		return false, 0
-	case pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby:
-	case hasLockGate(pod) && reason == locksv1alpha1.ReasonLockNotFound && locksExist:
-	default:
+	case reason == locksv1alpha1.ReasonLockNotFound && !locksExist:
 		return false, 0
 	}
 	return true, max(0, claimEnded(claim).Add(requeueAfterEnd).Sub(now))
