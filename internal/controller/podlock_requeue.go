@@ -48,10 +48,12 @@ import (
 const requeueAfterEnd = 10 * time.Second
 
 // queueAgain says whether pod queues again after its claim ended, and how long from now until it
-// may: a Standby or still-gated pod after any end but a timeout, and after its lock was deleted
-// only once the lock exists again (locksExist). A pod that one of its locks' lossPolicy Evict is
-// to stop (evictionDue) waits for that instead: queued again, it would run on.
-func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, evictionDue bool, now time.Time) (again bool, wait time.Duration) {
+// may: a Standby or still-gated pod after any end but a timeout; after its lock was deleted, only
+// once the lock exists again (locksExist); after its node was lost, only once the node is Ready
+// again (nodeReady), or it would be granted, and labelled holder, on a node nobody reaches. A pod
+// that one of its locks' lossPolicy Evict is to stop (evictionDue) waits for that instead: queued
+// again, it would run on.
+func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, nodeReady, evictionDue bool, now time.Time) (again bool, wait time.Duration) {
 	acquired := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
 	reason := ""
 	if acquired != nil {
@@ -63,6 +65,9 @@ func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, evi
 		return false, 0
 	case reason == locksv1alpha1.ReasonLockNotFound && !locksExist:
 		return false, 0
+	case reason == locksv1alpha1.ReasonHolderTerminated && !nodeReady:
+		// The pod is alive (the caller knows), so its node ended the hold: look again later.
+		return true, max(requeueAfterEnd, claimEnded(claim).Add(requeueAfterEnd).Sub(now))
 	}
 	return true, max(0, claimEnded(claim).Add(requeueAfterEnd).Sub(now))
 }
@@ -101,7 +106,11 @@ func (r *PodLockReconciler) followEnded(ctx context.Context, pod *corev1.Pod, cl
 		}
 	}
 	evictionDue := evictionFor(claim, locks, pod) == evictPod
-	again, wait := queueAgain(pod, claim, len(locks) == len(claim.Spec.Locks()), evictionDue, time.Now())
+	nodeReady, err := r.nodeReady(ctx, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	again, wait := queueAgain(pod, claim, len(locks) == len(claim.Spec.Locks()), nodeReady, evictionDue, time.Now())
 	switch {
 	case again && wait > 0:
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -111,6 +120,24 @@ func (r *PodLockReconciler) followEnded(ctx context.Context, pod *corev1.Pod, cl
 	r.Recorder.Eventf(pod, claim, corev1.EventTypeWarning, "LockNotHeld", "WaitForLock",
 		"LockClaim %s for lock %s ended with phase %s; delete the pod to queue again", claim.Name, lockName, claim.Status.Phase)
 	return ctrl.Result{}, nil
+}
+
+// nodeReady says whether the pod's node is Ready, as the manager's cache has it (the lock engine
+// watches Nodes); a pod not bound to a node has nothing to wait for.
+func (r *PodLockReconciler) nodeReady(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if pod.Spec.NodeName == "" {
+		return true, nil
+	}
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, nil
+		}
+	}
+	return false, nil
 }
 
 // requeue replaces pod's ended claim with a new one of the same name: the delete is preconditioned

@@ -41,25 +41,28 @@ func TestQueueAgain(t *testing.T) {
 		pod         *corev1.Pod
 		claim       *locksv1alpha1.LockClaim
 		locksExist  bool
+		nodeReady   bool
 		evictionDue bool
 		again       bool
 		wait        time.Duration
 	}{
-		{"Standby, lost long ago", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, false, true, 0},
-		{"Standby, lost just now: in a while", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, 4*time.Second), true, false, true, 6 * time.Second},
-		{"Standby, its lock deleted and back", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, false, true, 0},
-		{"Standby, its lock still gone", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), false, false, false, 0},
-		{"Standby, the queue was full", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonQueueFull, time.Minute), true, false, true, 0},
-		{"Standby, timed out: the owner's limit", standby, ended(locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut, time.Minute), true, false, false, 0},
-		{"Standby, lost, to be evicted (lossPolicy Evict)", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, true, false, 0},
-		{"gated, its lock deleted and back", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, false, true, 0},
-		{"gated, its lock still gone", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), false, false, false, 0},
-		{"gated, the queue was full", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonQueueFull, time.Minute), true, false, true, 0},
-		{"gated, timed out", gated, ended(locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut, time.Minute), true, false, false, 0},
-		{"a pod that ran on its token, lost", ran, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, false, false, 0},
-		{"a pod that ran on its token, its lock deleted", ran, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, false, false, 0},
+		{"Standby, lost long ago", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, true, false, true, 0},
+		{"Standby, lost just now: in a while", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, 4*time.Second), true, true, false, true, 6 * time.Second},
+		{"Standby, its lock deleted and back", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, true, false, true, 0},
+		{"Standby, its lock still gone", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), false, true, false, false, 0},
+		{"Standby, the queue was full", standby, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonQueueFull, time.Minute), true, true, false, true, 0},
+		{"Standby, timed out: the owner's limit", standby, ended(locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut, time.Minute), true, true, false, false, 0},
+		{"Standby, lost, to be evicted (lossPolicy Evict)", standby, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, true, true, false, 0},
+		{"gated, its lock deleted and back", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, true, false, true, 0},
+		{"gated, its lock still gone", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), false, true, false, false, 0},
+		{"gated, the queue was full", gated, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonQueueFull, time.Minute), true, true, false, true, 0},
+		{"Standby, its node lost, still not Ready: look again later", standby, ended(locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, time.Minute), true, false, false, true, 10 * time.Second},
+		{"Standby, its node lost and Ready again", standby, ended(locksv1alpha1.ClaimReleased, locksv1alpha1.ReasonHolderTerminated, time.Minute), true, true, false, true, 0},
+		{"gated, timed out", gated, ended(locksv1alpha1.ClaimTimedOut, locksv1alpha1.ReasonWaitTimedOut, time.Minute), true, true, false, false, 0},
+		{"a pod that ran on its token, lost", ran, ended(locksv1alpha1.ClaimLost, locksv1alpha1.ReasonRenewFailed, time.Minute), true, true, false, false, 0},
+		{"a pod that ran on its token, its lock deleted", ran, ended(locksv1alpha1.ClaimFailed, locksv1alpha1.ReasonLockNotFound, time.Minute), true, true, false, false, 0},
 	} {
-		again, wait := queueAgain(tc.pod, tc.claim, tc.locksExist, tc.evictionDue, now)
+		again, wait := queueAgain(tc.pod, tc.claim, tc.locksExist, tc.nodeReady, tc.evictionDue, now)
 		if again != tc.again || wait != tc.wait {
 			t.Errorf("%s: queueAgain = %v, %s; want %v, %s", tc.name, again, wait, tc.again, tc.wait)
 		}

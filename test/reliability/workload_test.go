@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -35,6 +36,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +49,11 @@ import (
 type recorder struct {
 	mu     sync.Mutex
 	grants map[string]*claimRec // by claim name
-	errs   []string
+	// replaced are the records of ended claims whose name a new claim took (the pod controller
+	// replaces the ended claim of a Standby or still-gated pod with a new one of the same name):
+	// a new object, with a record of its own, whose Held is no ended claim coming back.
+	replaced []*claimRec
+	errs     []string
 	// early keeps the events of claims not expected yet: the controller makes a Standby pod's
 	// claim, whose name the harness learns only from the pod's UID, and may be quicker.
 	early map[string][]claimEvent
@@ -64,6 +70,8 @@ type claimEvent struct {
 }
 
 type claimRec struct {
+	// uid is the claim object's, once seen.
+	uid      types.UID
 	g        Grant
 	acquired chan struct{} // closed when first seen Held
 	ended    chan struct{} // closed when first seen not held after Held, or final, or deleted
@@ -221,6 +229,15 @@ func (r *recorder) observeLocked(t watch.EventType, cl *locksv1alpha1.LockClaim,
 		r.early[cl.Name] = append(r.early[cl.Name], claimEvent{t: t, cl: cl, now: now})
 		return
 	}
+	if rec.uid != "" && cl.UID != rec.uid && !rec.g.Released.IsZero() {
+		// A new claim under an ended one's name: a record of its own.
+		r.replaced = append(r.replaced, rec)
+		rec = &claimRec{g: Grant{Lock: rec.g.Lock, Claim: cl.Name}, acquired: make(chan struct{}), ended: make(chan struct{}), locks: rec.locks}
+		r.grants[cl.Name] = rec
+	}
+	if rec.uid == "" {
+		rec.uid = cl.UID
+	}
 	g := &rec.g
 	if g.Evicted.IsZero() && meta.IsStatusConditionTrue(cl.Status.Conditions, locksv1alpha1.ConditionEvicted) {
 		g.Evicted = now
@@ -313,8 +330,8 @@ func partToken(parts []locksv1alpha1.ClaimLock, lock string) int64 {
 func (r *recorder) results() []Grant {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Grant, 0, len(r.grants))
-	for _, rec := range r.grants {
+	out := make([]Grant, 0, len(r.grants)+len(r.replaced))
+	for _, rec := range append(slices.Collect(maps.Values(r.grants)), r.replaced...) {
 		g := rec.g
 		g.Pending = g.Acquired.IsZero() && g.Released.IsZero()
 		if len(rec.locks) == 0 {
