@@ -142,16 +142,9 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !endedPodClaim(claim) {
 		return ctrl.Result{}, nil
 	}
-	var locks []*locksv1alpha1.DistributedLock
-	for _, name := range claim.Spec.Locks() {
-		lock := &locksv1alpha1.DistributedLock{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, lock); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, err
-			}
-			continue
-		}
-		locks = append(locks, lock)
+	locks, err := existingLocks(ctx, r.Client, claim.Namespace, claim.Spec.Locks())
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	pod := &corev1.Pod{}
 	if err := r.Pods.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.Holder.PodName}, pod); err != nil {
@@ -166,7 +159,7 @@ func (r *HolderEvictionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Guard.Check(); err != nil {
 		return ctrl.Result{}, err
 	}
-	err := r.evictions.evict(ctx, pod, claim.Status.PodUID)
+	err = r.evictions.evict(ctx, pod, claim.Status.PodUID)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return ctrl.Result{}, nil // gone or replaced meanwhile
 	}

@@ -91,6 +91,35 @@ func controlledClaim(ctx context.Context, c client.Reader, owner metav1.Object, 
 	return claim, nil
 }
 
+// replaceOwnedClaim replaces owner's ended claim with a new one of the same name, as its
+// annotations ask: the delete is preconditioned on the ended claim's UID, and claims carry no
+// finalizer, so the name is free at once. The new claim queues at the tail and, if granted, gets a
+// new token. (A Standby or still-gated pod, podlock_requeue.go; a Workflow run again,
+// workload_rerun.go.)
+func replaceOwnedClaim(ctx context.Context, c client.Writer, recorder events.EventRecorder, owner claimOwner, ended *locksv1alpha1.LockClaim) error {
+	if err := c.Delete(ctx, ended, client.Preconditions{UID: &ended.UID}); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("deleting %s %s's ended LockClaim %s: %w", owner.kind, owner.obj.GetName(), ended.Name, err))
+	}
+	_, err := createOwnedClaim(ctx, c, recorder, owner, ended.Name)
+	return err
+}
+
+// existingLocks reads the locks names from the cache, leaving out those that do not exist.
+func existingLocks(ctx context.Context, c client.Reader, namespace string, names []string) ([]*locksv1alpha1.DistributedLock, error) {
+	var locks []*locksv1alpha1.DistributedLock
+	for _, name := range names {
+		lock := &locksv1alpha1.DistributedLock{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, lock); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		locks = append(locks, lock)
+	}
+	return locks, nil
+}
+
 // heldBefore says whether owner (a pod, or a workload object) held its lock once: the controller
 // writes the token annotation only on an owner whose claim holds, beside the holder annotation,
 // which names the claim's identity, the owner's own UID. An object copied from one that held

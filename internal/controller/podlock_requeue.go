@@ -18,11 +18,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,11 +52,7 @@ const requeueAfterEnd = 10 * time.Second
 // that one of its locks' lossPolicy Evict is to stop (evictionDue) waits for that instead: queued
 // again, it would run on.
 func queueAgain(pod *corev1.Pod, claim *locksv1alpha1.LockClaim, locksExist, nodeReady, evictionDue bool, now time.Time) (again bool, wait time.Duration) {
-	acquired := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
-	reason := ""
-	if acquired != nil {
-		reason = acquired.Reason
-	}
+	reason := acquiredReason(claim)
 	standby := pod.Annotations[locksv1alpha1.PodLockWaitAnnotation] == locksv1alpha1.PodLockWaitStandby
 	switch {
 	case claim.Status.Phase == locksv1alpha1.ClaimTimedOut, evictionDue, !standby && !hasLockGate(pod):
@@ -95,15 +89,9 @@ func (r *PodLockReconciler) followEnded(ctx context.Context, pod *corev1.Pod, cl
 	if err := r.markStandby(ctx, pod, lockName); err != nil {
 		return ctrl.Result{}, err
 	}
-	var locks []*locksv1alpha1.DistributedLock
-	for _, name := range claim.Spec.Locks() {
-		lock, err := r.cachedLock(ctx, pod.Namespace, name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if lock != nil {
-			locks = append(locks, lock)
-		}
+	locks, err := existingLocks(ctx, r.Client, pod.Namespace, claim.Spec.Locks())
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	evictionDue := evictionFor(claim, locks, pod) == evictPod
 	nodeReady, err := r.nodeReady(ctx, pod)
@@ -140,16 +128,13 @@ func (r *PodLockReconciler) nodeReady(ctx context.Context, pod *corev1.Pod) (boo
 	return false, nil
 }
 
-// requeue replaces pod's ended claim with a new one of the same name: the delete is preconditioned
-// on the ended claim's UID, and claims carry no finalizer, so the name is free at once. The new
-// claim queues at the tail and, if granted, gets a new token.
+// requeue replaces pod's ended claim with a new one (replaceOwnedClaim), and says so on the pod.
 func (r *PodLockReconciler) requeue(ctx context.Context, pod *corev1.Pod, ended *locksv1alpha1.LockClaim) error {
-	if err := r.Delete(ctx, ended, client.Preconditions{UID: &ended.UID}); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("deleting pod %s's ended LockClaim %s: %w", pod.Name, ended.Name, err))
+	if err := replaceOwnedClaim(ctx, r.Client, r.Recorder, podOwner(pod), ended); err != nil {
+		return err
 	}
 	r.Recorder.Eventf(pod, ended, corev1.EventTypeNormal, "QueuedAgain", "WaitForLock",
 		"LockClaim %s for lock %s ended with phase %s (%s); the pod queues again with a new claim, and gets a new fencing token if it is granted",
 		ended.Name, locksv1alpha1.LocksLabel(ended.Spec.Locks()), ended.Status.Phase, acquiredReason(ended))
-	_, err := createOwnedClaim(ctx, r.Client, r.Recorder, podOwner(pod), ended.Name)
-	return err
+	return nil
 }

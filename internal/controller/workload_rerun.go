@@ -21,7 +21,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,9 +38,8 @@ import (
 // (heldBefore), its claim ended because it finished (HolderTerminated), and it is neither finished
 // nor suspended now (the caller, past asksForLock, knows it has not finished).
 func ranAgain(k workloads.Kind, obj *unstructured.Unstructured, claim *locksv1alpha1.LockClaim) bool {
-	acquired := meta.FindStatusCondition(claim.Status.Conditions, locksv1alpha1.ConditionAcquired)
 	return (claim.Status.Phase == locksv1alpha1.ClaimReleased || claim.Status.Phase == locksv1alpha1.ClaimFailed) &&
-		acquired != nil && acquired.Reason == locksv1alpha1.ReasonHolderTerminated &&
+		acquiredReason(claim) == locksv1alpha1.ReasonHolderTerminated &&
 		heldBefore(obj) && !workloads.Suspended(k, obj)
 }
 
@@ -68,9 +66,5 @@ func (r *WorkloadLockReconciler) runsAgain(ctx context.Context, obj *unstructure
 	r.Recorder.Eventf(obj, ended, corev1.EventTypeWarning, "RunningWithoutLock", "WaitForLock",
 		"The %s runs again after its hold of lock %s ended (LockClaim %s, %s): it is suspended, queues again with a new claim, and resumes with a new fencing token once that claim holds",
 		kind, lockName, ended.Name, ended.Status.Phase)
-	if err := r.Delete(ctx, ended, client.Preconditions{UID: &ended.UID}); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("deleting %s %s's ended LockClaim %s: %w", kind, obj.GetName(), ended.Name, err))
-	}
-	_, err = createOwnedClaim(ctx, r.Client, r.Recorder, r.owner(obj), ended.Name)
-	return err
+	return replaceOwnedClaim(ctx, r.Client, r.Recorder, r.owner(obj), ended)
 }
